@@ -1,0 +1,9 @@
+"""The agent runs inside the profiled process, on the user's interpreter (Python 3.9+).
+
+Rules (DESIGN.md rule 2): stdlib only; torch is reached through sys.modules once the script
+imported it; CUDA is never initialised here; nothing the script can observe is changed; every
+failure of the agent becomes an `agent_error` event and the script runs on.
+
+The launcher starts ``python profiler/agent/bootstrap.py SCRIPT ARGS...``; the bootstrap loads
+this package under a private name so a script's own ``profiler`` or ``app`` modules win.
+"""

@@ -1,0 +1,335 @@
+"""The `memsight` command line. Headless: nothing here imports Qt.
+
+    memsight                                 open the GUI
+    memsight FILE                            GUI with a script (.py) or a saved profile opened
+    memsight run [options] SCRIPT [ARGS...]  record headless (or -m MODULE [ARGS...])
+    memsight report PROFILE [--json]         summarize a saved profile
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+
+import profiler
+from profiler.launch import DEFAULT_INTERVAL_MS, RunSpec
+from profiler.storage import ProfileError, load_profile
+from profiler.summary import format_text, summarize, to_json
+from profiler.units import format_bytes, format_duration
+
+MIN_INTERVAL_MS = 0.5
+
+TOP_HELP = """\
+memsight — a memory profiler for PyTorch scripts.
+
+usage:
+  memsight                                 open the desktop app
+  memsight FILE                            open a script (.py) or a saved profile in the app
+  memsight run [options] SCRIPT [ARGS...]  record a run headless
+  memsight run [options] -m MODULE [ARGS...]
+  memsight report PROFILE [--json]         summarize a saved profile
+
+`memsight run` runs the script exactly as `python SCRIPT ARGS...` would (same argv, working
+directory, stdin, environment and exit status) while recording RAM and GPU memory to a
+profile file. `memsight COMMAND --help` describes each command.
+
+options:
+  -h, --help     show this help and exit
+  --version      print the version and exit
+"""
+
+
+class UsageError(Exception):
+    """Bad command-line input: reported as `memsight: error: ...` with exit status 2."""
+
+
+# -- run ------------------------------------------------------------------------------------------
+
+_RUN_VALUE_OPTIONS = {"-o", "--out", "--interval-ms", "--python"}
+
+
+def _run_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="memsight run",
+        usage="memsight run [options] SCRIPT [ARGS...]\n       memsight run [options] -m MODULE [ARGS...]",
+        description=(
+            "Run a Python script under memsight and record its memory to a profile file. "
+            "Everything after SCRIPT (or -m MODULE) is passed to the target unchanged."
+        ),
+        epilog=(
+            "exit status: the target's own exit code, or 128+N if it died of signal N. "
+            "Ctrl+C reaches the target as under plain python; press it twice to stop the "
+            "target, three times to kill its whole process tree. The profile is valid either way."
+        ),
+    )
+    parser.add_argument(
+        "-o",
+        "--out",
+        metavar="PATH",
+        help="profile file to write (default: SCRIPT-YYYYMMDD-HHMMSS.memsight in the working directory)",
+    )
+    parser.add_argument(
+        "--interval-ms",
+        type=float,
+        default=DEFAULT_INTERVAL_MS,
+        metavar="N",
+        help=f"sampling interval in milliseconds (default {DEFAULT_INTERVAL_MS:g})",
+    )
+    parser.add_argument(
+        "--python",
+        metavar="PATH",
+        help="interpreter that runs the target (default: the one running memsight)",
+    )
+    parser.add_argument(
+        "--no-hooks",
+        action="store_true",
+        help="record memory only: install no PyTorch hooks in the target",
+    )
+    parser.add_argument(
+        "-q", "--quiet", action="store_true", help="print nothing of memsight's own"
+    )
+    return parser
+
+
+def split_run_args(argv: Sequence[str]) -> tuple[list[str], str | None, bool, list[str]]:
+    """Split `memsight run` arguments into (memsight options, target, is_module, target args).
+
+    Options end at the first argument that is not one (the script), at `-m MODULE`, or at `--`.
+    """
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "--":
+            i += 1
+            break
+        if token == "-m":
+            if i + 1 >= len(argv):
+                raise UsageError("-m needs a module name")
+            return list(argv[:i]), argv[i + 1], True, list(argv[i + 2 :])
+        if token.startswith("-m") and len(token) > 2 and not token.startswith("--"):
+            return list(argv[:i]), token[2:], True, list(argv[i + 1 :])
+        if token.startswith("-") and token != "-":
+            if token in _RUN_VALUE_OPTIONS:
+                i += 1
+            i += 1
+            continue
+        break
+    options = list(argv[:i])
+    if options and options[-1] == "--":
+        options.pop()
+    if i >= len(argv):
+        return options, None, False, []
+    return options, argv[i], False, list(argv[i + 1 :])
+
+
+def _resolve_python(value: str | None) -> str:
+    if value is None:
+        return sys.executable
+    path = shutil.which(value) if os.sep not in value else value
+    if path is None or not os.path.isfile(path):
+        raise UsageError(f"--python: no such interpreter: {value}")
+    if not os.access(path, os.X_OK):
+        raise UsageError(f"--python: not executable: {value}")
+    return os.path.abspath(path)
+
+
+def build_spec(options: argparse.Namespace, target: str, is_module: bool, args: list[str]) -> RunSpec:
+    if not is_module:
+        if target == "-":
+            raise UsageError("reading the script from standard input is not supported")
+        if not os.path.exists(target):
+            raise UsageError(f"no such script: {target}")
+    if not options.interval_ms >= MIN_INTERVAL_MS:
+        raise UsageError(f"--interval-ms must be at least {MIN_INTERVAL_MS:g}")
+    return RunSpec(
+        target=target,
+        args=tuple(args),
+        module=is_module,
+        cwd=os.getcwd(),
+        python=_resolve_python(options.python),
+        interval_ms=options.interval_ms,
+        hooks=not options.no_hooks,
+    )
+
+
+def _out_path(spec: RunSpec, out: str | None) -> Path:
+    from profiler.recorder.session import default_profile_name
+
+    if out is not None:
+        path = Path(out)
+        if path.is_dir():
+            raise UsageError(f"--out: {out} is a directory")
+        if not path.parent.is_dir():
+            raise UsageError(f"--out: no such directory: {path.parent}")
+        return path
+    path = Path(default_profile_name(spec))
+    n = 1
+    while path.exists():
+        path = path.with_name(f"{path.stem.rsplit('~', 1)[0]}~{n}{path.suffix}")
+        n += 1
+    return path
+
+
+def _in_terminal_foreground() -> bool:
+    """True when a terminal's Ctrl+C reaches our process group (and so the target's too)."""
+    for fd in (0, 1, 2):
+        with contextlib.suppress(OSError):
+            if os.isatty(fd):
+                return os.tcgetpgrp(fd) == os.getpgrp()
+    try:
+        fd = os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY)
+    except OSError:
+        return False
+    try:
+        return os.tcgetpgrp(fd) == os.getpgrp()
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def cmd_run(argv: Sequence[str]) -> int:
+    from profiler.recorder.session import Recording
+
+    option_args, target, is_module, target_args = split_run_args(argv)
+    options = _run_parser().parse_args(option_args)
+    if target is None:
+        raise UsageError("a SCRIPT (or -m MODULE) to run is required")
+    spec = build_spec(options, target, is_module, target_args)
+    out = _out_path(spec, options.out)
+    recording = Recording(spec, out, stdio="terminal", new_session=False)
+
+    interrupts = 0
+
+    def on_interrupt(signum: int, _frame: FrameType | None) -> None:
+        nonlocal interrupts
+        interrupts += 1
+        if interrupts == 1:
+            # A terminal's Ctrl+C already reached the target; anything else is passed on.
+            if signum != signal.SIGINT or not _in_terminal_foreground():
+                recording.send_signal(signum)
+        elif interrupts == 2:
+            _say(options, "stopping the target (interrupt again to kill it)")
+            recording.send_signal(signal.SIGTERM)
+        else:
+            _say(options, "killing the target's process tree")
+            recording.kill_tree()
+
+    previous = {
+        sig: signal.signal(sig, on_interrupt) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    }
+    try:
+        try:
+            recording.start()
+        except OSError as exc:
+            raise UsageError(f"cannot start {spec.python}: {exc.strerror or exc}") from None
+        status = recording.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if not options.quiet:
+        _report_saved(out)
+    return status.shell_code
+
+
+def _say(options: argparse.Namespace, message: str) -> None:
+    if not options.quiet:
+        sys.stderr.write(f"memsight: {message}\n")
+        sys.stderr.flush()
+
+
+def _report_saved(path: Path) -> None:
+    try:
+        profile = load_profile(path)
+    except ProfileError as exc:
+        sys.stderr.write(f"memsight: the profile could not be read back: {exc}\n")
+        return
+    s = summarize(profile)
+    peak = f", peak RAM {format_bytes(s.ram.bytes)}" if s.ram else ""
+    if s.gpu_allocated:
+        peak += f", peak GPU allocated {format_bytes(s.gpu_allocated.bytes)}"
+    sys.stderr.write(
+        f"memsight: saved {path} ({s.samples:,} samples over {format_duration(s.duration_s)}{peak})\n"
+        f"memsight: see it with `memsight report {path}` or `memsight {path}`\n"
+    )
+
+
+# -- report ---------------------------------------------------------------------------------------
+
+
+def _report_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="memsight report",
+        description="Summarize a saved profile: how the run ended, peaks and when they happened, child processes.",
+    )
+    parser.add_argument("profile", metavar="PROFILE", help="a .memsight profile file")
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON object (schema in docs/profile-format.md)"
+    )
+    return parser
+
+
+def cmd_report(argv: Sequence[str]) -> int:
+    options = _report_parser().parse_args(argv)
+    try:
+        profile = load_profile(options.profile)
+    except ProfileError as exc:
+        sys.stderr.write(f"memsight: error: {exc}\n")
+        return 1
+    if options.json:
+        sys.stdout.write(json.dumps(to_json(profile), indent=2) + "\n")
+    else:
+        sys.stdout.write(format_text(profile, options.profile))
+    return 0
+
+
+# -- entry point ----------------------------------------------------------------------------------
+
+
+def cmd_gui(argv: Sequence[str]) -> int:
+    try:
+        from app.main import run_gui  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        sys.stderr.write(
+            "memsight: the desktop app is not part of this installation; "
+            "use `memsight run` and `memsight report` (see `memsight --help`)\n"
+        )
+        return 2
+    return int(run_gui(list(argv)))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if args[:1] == ["run"]:
+            return cmd_run(args[1:])
+        if args[:1] == ["report"]:
+            return cmd_report(args[1:])
+        if args[:1] in (["-h"], ["--help"]):
+            sys.stdout.write(TOP_HELP)
+            return 0
+        if args[:1] == ["--version"]:
+            sys.stdout.write(f"memsight {profiler.__version__}\n")
+            return 0
+        if args and args[0].startswith("-"):
+            raise UsageError(f"unknown option {args[0]} (see `memsight --help`)")
+        if len(args) > 1:
+            raise UsageError(f"unknown command {args[0]!r} (see `memsight --help`)")
+        return cmd_gui(args)
+    except UsageError as exc:
+        sys.stderr.write(f"memsight: error: {exc}\n")
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,198 @@
+"""The in-memory profile: run metadata, events, output and sample tables.
+
+A Profile is built only by profiler.replay.ProfileBuilder, from the same frames whether they
+arrive live from a recording or are read back from a file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+class SampleTable:
+    """Named columns of equal length that grow by appending blocks of rows.
+
+    Column `t` holds seconds since the run started (float64); all others hold int64 values.
+    Accessors return views of the filled part, valid until the next append.
+    """
+
+    def __init__(self, name: str, columns: Iterable[str]) -> None:
+        self.name = name
+        self.column_names: list[str] = list(columns)
+        self._n = 0
+        self._cap = 0
+        self._cols: dict[str, np.ndarray] = {
+            c: np.empty(0, dtype=np.float64 if c == "t" else np.int64) for c in self.column_names
+        }
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __contains__(self, column: str) -> bool:
+        return column in self._cols
+
+    def append(self, block: dict[str, np.ndarray]) -> None:
+        rows = len(block["t"])
+        if rows == 0:
+            return
+        need = self._n + rows
+        if need > self._cap:
+            cap = max(need, self._cap * 2, 1024)
+            for name, col in self._cols.items():
+                grown = np.empty(cap, dtype=col.dtype)
+                grown[: self._n] = col[: self._n]
+                self._cols[name] = grown
+            self._cap = cap
+        for name, col in self._cols.items():
+            col[self._n : need] = block[name]
+        self._n = need
+
+    @property
+    def t(self) -> FloatArray:
+        return self._cols["t"][: self._n]
+
+    def __getitem__(self, column: str) -> np.ndarray:
+        return self._cols[column][: self._n]
+
+    def where(self, column: str, value: int) -> SampleTable:
+        """A new table with the rows whose `column` equals `value` (e.g. one device, one pid)."""
+        mask = self[column] == value
+        sub = SampleTable(self.name, self.column_names)
+        sub.append({c: self[c][mask] for c in self.column_names})
+        return sub
+
+
+@dataclass
+class Event:
+    """Something that happened at time `t` (seconds since the run started)."""
+
+    t: float
+    type: str
+    data: dict[str, Any]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.data.get(key, default)
+
+
+@dataclass
+class ChildProcess:
+    pid: int
+    ppid: int
+    name: str
+    cmdline: list[str]
+    first_seen: float
+    last_seen: float
+    exited: float | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} (pid {self.pid})"
+
+
+@dataclass
+class OutputChunk:
+    t: float
+    stream: int  # protocol.STDOUT or protocol.STDERR
+    text: str
+
+
+@dataclass
+class DeviceInfo:
+    index: int
+    name: str
+    total_bytes: int
+
+
+@dataclass
+class RunInfo:
+    script: str | None = None
+    module: str | None = None
+    argv: list[str] = field(default_factory=list)
+    cwd: str = ""
+    python: str = ""
+    python_version: str = ""
+    interval_ms: float = 0.0
+    start_time: str = ""  # ISO 8601 wall-clock time of the launch
+    t0_ns: int | None = None  # monotonic clock at the launch; every t is relative to it
+    hostname: str = ""
+    memsight_version: str = ""
+    pid: int | None = None
+    ram_total_bytes: int | None = None
+    memory_limit_bytes: int | None = None  # cgroup limit, when one is set
+    torch_version: str | None = None
+    cuda_version: str | None = None
+    devices: list[DeviceInfo] = field(default_factory=list)
+    exit_code: int | None = None
+    signal: int | None = None
+    end_t: float | None = None
+    hooks: bool = True
+
+    @property
+    def target(self) -> str:
+        """What was run, the way a user would type it."""
+        head = f"-m {self.module}" if self.module else (self.script or "?")
+        return " ".join([head, *self.argv])
+
+    @property
+    def ended_by(self) -> str:
+        if self.signal is not None:
+            return f"killed by signal {self.signal}"
+        if self.exit_code is not None:
+            return f"exit code {self.exit_code}"
+        return "unknown (recording cut off)"
+
+
+@dataclass
+class Profile:
+    info: RunInfo = field(default_factory=RunInfo)
+    events: list[Event] = field(default_factory=list)
+    tables: dict[str, SampleTable] = field(default_factory=dict)
+    output: list[OutputChunk] = field(default_factory=list)
+    children: dict[int, ChildProcess] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    complete: bool = False  # the recorder closed the file normally
+    source: str | None = None  # file the profile was loaded from or is being written to
+
+    def table(self, name: str) -> SampleTable | None:
+        return self.tables.get(name)
+
+    @property
+    def ram(self) -> SampleTable | None:
+        return self.tables.get("ram")
+
+    @property
+    def gpu(self) -> SampleTable | None:
+        table = self.tables.get("gpu")
+        return table if table is not None and len(table) else None
+
+    @property
+    def sample_count(self) -> int:
+        ram = self.ram
+        return len(ram) if ram is not None else 0
+
+    @property
+    def duration(self) -> float:
+        if self.info.end_t is not None:
+            return self.info.end_t
+        last = 0.0
+        for table in self.tables.values():
+            if len(table):
+                last = max(last, float(table.t[-1]))
+        if self.events:
+            last = max(last, self.events[-1].t)
+        return last
+
+    def events_of(self, *types: str) -> Iterator[Event]:
+        wanted = set(types)
+        return (e for e in self.events if e.type in wanted)
+
+    def output_text(self, stream: int | None = None) -> str:
+        return "".join(c.text for c in self.output if stream is None or c.stream == stream)

@@ -1,0 +1,243 @@
+"""Read process and system memory from outside the target.
+
+On Linux everything comes straight from /proc through file descriptors kept open between
+reads (a pread of /proc/PID/statm costs about a microsecond). Elsewhere psutil does the work.
+
+Children are measured by USS (pages only they hold), so the tree total
+``main RSS + sum(child USS)`` never counts a copy-on-write page twice. USS needs a walk of the
+child's page tables (/proc/PID/smaps_rollup: milliseconds for a large process), so callers
+refresh it on a budget rather than every tick.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+import psutil
+
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+IS_LINUX = sys.platform.startswith("linux") and os.path.isdir("/proc/self")
+
+
+@dataclass
+class ChildMemory:
+    rss: int
+    uss: int
+    pss: int
+    swap: int
+
+
+@dataclass(frozen=True)
+class ProcessIdentity:
+    pid: int
+    ppid: int
+    name: str
+    start: int  # start time in clock ticks since boot; tells a reused pid apart
+
+
+class ProcFile:
+    """A /proc file kept open and re-read from offset 0."""
+
+    __slots__ = ("fd", "path")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.fd = os.open(path, os.O_RDONLY)
+
+    def read(self) -> bytes:
+        return os.pread(self.fd, 16384, 0)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+class MainProcessReader:
+    """RSS and peak RSS (VmHWM) of the target's main process."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self._statm: ProcFile | None = None
+        self._status: ProcFile | None = None
+        self._proc: psutil.Process | None = None
+        if IS_LINUX:
+            self._statm = ProcFile(f"/proc/{pid}/statm")
+            self._status = ProcFile(f"/proc/{pid}/status")
+        else:
+            self._proc = psutil.Process(pid)
+
+    def read(self) -> tuple[int, int] | None:
+        """(rss, high-water mark) in bytes, or None once the process is gone."""
+        try:
+            if self._statm is not None and self._status is not None:
+                fields = self._statm.read().split()
+                if len(fields) < 2 or fields[0] == b"0":
+                    return None  # a zombie reports zeros: the process has exited
+                rss = int(fields[1]) * PAGE_SIZE
+                status = self._status.read()
+                at = status.find(b"VmHWM:")
+                hwm = int(status[at + 6 : status.index(b"kB", at)]) * 1024 if at >= 0 else rss
+                return rss, max(hwm, rss)
+            assert self._proc is not None
+            info = self._proc.memory_info()
+            peak = getattr(info, "peak_wset", 0) or info.rss
+            return info.rss, max(peak, info.rss)
+        except (OSError, ValueError, psutil.Error):
+            return None
+
+    def close(self) -> None:
+        for f in (self._statm, self._status):
+            if f is not None:
+                f.close()
+
+
+class SystemMemoryReader:
+    """Total and available system RAM."""
+
+    def __init__(self) -> None:
+        self._meminfo = ProcFile("/proc/meminfo") if IS_LINUX else None
+
+    def read(self) -> tuple[int, int]:
+        if self._meminfo is not None:
+            data = self._meminfo.read()
+            return _meminfo_field(data, b"MemTotal:"), _meminfo_field(data, b"MemAvailable:")
+        vm = psutil.virtual_memory()
+        return int(vm.total), int(vm.available)
+
+    def close(self) -> None:
+        if self._meminfo is not None:
+            self._meminfo.close()
+
+
+def _meminfo_field(data: bytes, key: bytes) -> int:
+    at = data.find(key)
+    if at < 0:
+        return 0
+    return int(data[at + len(key) : data.index(b"kB", at)]) * 1024
+
+
+def descendants(pid: int) -> dict[int, ProcessIdentity]:
+    """Every live descendant of `pid`, keyed by pid."""
+    if not IS_LINUX:
+        return _descendants_psutil(pid)
+    parents: dict[int, list[ProcessIdentity]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        ident = _read_identity(int(entry))
+        if ident is not None:
+            parents.setdefault(ident.ppid, []).append(ident)
+    found: dict[int, ProcessIdentity] = {}
+    stack = [pid]
+    while stack:
+        for child in parents.get(stack.pop(), ()):
+            if child.pid not in found:
+                found[child.pid] = child
+                stack.append(child.pid)
+    return found
+
+
+def _read_identity(pid: int) -> ProcessIdentity | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # The name sits in parentheses and may itself contain spaces or parentheses.
+    open_at, close_at = stat.find(b"("), stat.rfind(b")")
+    rest = stat[close_at + 2 :].split()
+    if open_at < 0 or close_at < 0 or len(rest) < 20 or rest[0] == b"Z":
+        return None
+    name = stat[open_at + 1 : close_at].decode("utf-8", "replace")
+    return ProcessIdentity(pid=pid, ppid=int(rest[1]), name=name, start=int(rest[19]))
+
+
+def _descendants_psutil(pid: int) -> dict[int, ProcessIdentity]:
+    found: dict[int, ProcessIdentity] = {}
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return found
+    for child in children:
+        try:
+            found[child.pid] = ProcessIdentity(
+                child.pid, child.ppid(), child.name(), int(child.create_time() * 100)
+            )
+        except psutil.Error:
+            continue
+    return found
+
+
+def cmdline(pid: int) -> list[str]:
+    try:
+        if IS_LINUX:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                raw = f.read()
+            return [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a]
+        return list(psutil.Process(pid).cmdline())
+    except (OSError, psutil.Error):
+        return []
+
+
+def child_memory(pid: int) -> ChildMemory | None:
+    """RSS, USS, PSS and swap of one process, or None if it is gone."""
+    if IS_LINUX:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+                data = f.read()
+        except OSError:
+            return None
+        fields: dict[bytes, int] = {}
+        for line in data.splitlines()[1:]:
+            key, _, rest = line.partition(b":")
+            value = rest.split()
+            if value:
+                fields[key] = int(value[0]) * 1024
+        uss = fields.get(b"Private_Clean", 0) + fields.get(b"Private_Dirty", 0)
+        return ChildMemory(
+            rss=fields.get(b"Rss", 0),
+            uss=uss,
+            pss=fields.get(b"Pss", 0),
+            swap=fields.get(b"Swap", 0),
+        )
+    try:
+        full = psutil.Process(pid).memory_full_info()
+    except psutil.Error:
+        return None
+    return ChildMemory(
+        rss=int(full.rss),
+        uss=int(getattr(full, "uss", full.rss)),
+        pss=int(getattr(full, "pss", 0)),
+        swap=int(getattr(full, "swap", 0)),
+    )
+
+
+def memory_limit() -> int | None:
+    """The cgroup (v2 or v1) memory limit of this process, if one is set."""
+    if not IS_LINUX:
+        return None
+    try:
+        with open("/proc/self/cgroup") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":
+            candidates = [f"/sys/fs/cgroup{path}/memory.max", "/sys/fs/cgroup/memory.max"]
+        elif "memory" in controllers.split(","):
+            candidates = [f"/sys/fs/cgroup/memory{path}/memory.limit_in_bytes"]
+        else:
+            continue
+        for candidate in candidates:
+            try:
+                with open(candidate) as f:
+                    value = f.read().strip()
+            except OSError:
+                continue
+            if value.isdigit() and int(value) < (1 << 60):
+                return int(value)
+    return None

@@ -1,0 +1,215 @@
+"""Loopback listener for the agent.
+
+The first frame of a connection must be a HELLO carrying the run's one-time token; anything
+else, a wrong or reused token, or silence past HELLO_TIMEOUT_S closes the connection. After
+that, each frame is checked on its own: a malformed, oversized or forbidden frame is dropped
+and logged, and the recording goes on.
+"""
+
+from __future__ import annotations
+
+import hmac
+import selectors
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from profiler import protocol
+from profiler.protocol import FrameReader, ProtocolError, TableSchema
+
+HELLO_TIMEOUT_S = 5.0
+MAX_HELLO = 64 * 1024
+MAX_PENDING = 8  # unauthenticated connections held at once
+MAX_LOGGED_REJECTIONS = 100
+
+# Events that only the recorder itself may write.
+RECORDER_EVENTS = frozenset(
+    {"exit", "recording_end", "child_started", "child_exited", "agent_connected", "frame_rejected",
+     "connection_rejected"}
+)
+RECORDER_TABLES = frozenset({"ram", "children", "nvml"})
+
+
+class AgentHandler(Protocol):
+    def on_hello(self, hello: dict[str, Any]) -> None: ...
+    def on_schema(self, schema: TableSchema) -> None: ...
+    def on_rows(self, schema: TableSchema, rows: list[tuple[int, ...]]) -> None: ...
+    def on_events(self, payload: bytes) -> None: ...
+    def on_log(self, kind: str, **data: Any) -> None: ...
+
+
+class _Connection:
+    def __init__(self, sock: socket.socket, peer: str) -> None:
+        self.sock = sock
+        self.peer = peer
+        self.reader = FrameReader(max_payload=MAX_HELLO)
+        self.authenticated = False
+        self.deadline = time.monotonic() + HELLO_TIMEOUT_S
+        self.schemas: dict[int, TableSchema] = {}
+
+
+class AgentServer(threading.Thread):
+    def __init__(self, token: str, handler: AgentHandler, host: str = "127.0.0.1") -> None:
+        super().__init__(name="memsight-server", daemon=True)
+        self.token = token
+        self.handler = handler
+        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.listener.bind((host, 0))
+        self.listener.listen(16)
+        self.listener.setblocking(False)
+        self.host, self.port = self.listener.getsockname()[:2]
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self.listener, selectors.EVENT_READ)
+        self.connected = threading.Event()
+        self.agent_gone = threading.Event()
+        self.rejections = 0
+        self._token_used = False
+        self._halt = threading.Event()
+        self._conns: dict[socket.socket, _Connection] = {}
+
+    def close(self) -> None:
+        self._halt.set()
+        if self.is_alive():
+            self.join(timeout=2.0)
+        for conn in list(self._conns.values()):
+            self._drop(conn)
+        self.selector.close()
+        self.listener.close()
+
+    def run(self) -> None:
+        while not self._halt.is_set():
+            for key, _ in self.selector.select(timeout=0.05):
+                if key.fileobj is self.listener:
+                    self._accept()
+                else:
+                    conn = self._conns.get(key.fileobj)  # type: ignore[call-overload]
+                    if conn is not None:
+                        self._read(conn)
+            now = time.monotonic()
+            for conn in list(self._conns.values()):
+                if not conn.authenticated and now > conn.deadline:
+                    self._reject_connection(conn, "no hello within %.0f s" % HELLO_TIMEOUT_S)
+
+    def _accept(self) -> None:
+        try:
+            sock, addr = self.listener.accept()
+        except OSError:
+            return
+        peer = f"{addr[0]}:{addr[1]}"
+        pending = sum(1 for c in self._conns.values() if not c.authenticated)
+        if pending >= MAX_PENDING:
+            sock.close()
+            self._log("connection_rejected", reason="too many unauthenticated connections", peer=peer)
+            return
+        sock.setblocking(False)
+        conn = _Connection(sock, peer)
+        self._conns[sock] = conn
+        self.selector.register(sock, selectors.EVENT_READ)
+
+    def _read(self, conn: _Connection) -> None:
+        try:
+            data = conn.sock.recv(1 << 18)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._drop(conn)
+            return
+        conn.reader.feed(data)
+        try:
+            for kind, payload in conn.reader.frames():
+                if not conn.authenticated:
+                    self._authenticate(conn, kind, payload)
+                    if not conn.authenticated:
+                        return
+                else:
+                    self._handle(conn, kind, payload)
+        except ProtocolError as exc:
+            self._reject_connection(conn, str(exc))
+            return
+        for reason in conn.reader.rejected:
+            self._log_rejection(reason)
+        conn.reader.rejected.clear()
+
+    def _authenticate(self, conn: _Connection, kind: int, payload: bytes) -> None:
+        if kind != protocol.HELLO:
+            self._reject_connection(conn, "first frame is not a hello")
+            return
+        hello = protocol.check_hello(protocol.decode_json(payload))
+        if self._token_used or not hmac.compare_digest(hello["token"].encode(), self.token.encode()):
+            self._reject_connection(conn, "wrong or reused token")
+            return
+        self._token_used = True
+        conn.authenticated = True
+        conn.reader.max_payload = protocol.MAX_PAYLOAD
+        conn.reader.lenient = True
+        hello.pop("token", None)
+        self.handler.on_hello(hello)
+        self.connected.set()
+
+    def _handle(self, conn: _Connection, kind: int, payload: bytes) -> None:
+        try:
+            kind, payload = protocol.unpack_payload(kind, payload, limit=protocol.MAX_PAYLOAD)
+            if kind == protocol.EVENTS:
+                events = protocol.check_events(protocol.decode_json(payload))
+                for event in events:
+                    if event["type"] in RECORDER_EVENTS:
+                        raise ProtocolError(f"agent may not send {event['type']!r} events")
+                self.handler.on_events(payload)
+            elif kind == protocol.SAMPLES:
+                table_id, encoding, data = protocol.split_samples(payload)
+                schema = conn.schemas.get(table_id)
+                if schema is None:
+                    raise ProtocolError(f"samples for undeclared table {table_id}")
+                if encoding != protocol.ROWS or len(data) % schema.row.size:
+                    raise ProtocolError("sample block is malformed")
+                self.handler.on_rows(schema, list(schema.row.iter_unpack(data)))
+            elif kind == protocol.SCHEMA:
+                schema = TableSchema.from_json(protocol.decode_json(payload))
+                if schema.id < protocol.AGENT_TABLE_BASE or schema.name in RECORDER_TABLES:
+                    raise ProtocolError(f"agent may not declare table {schema.name!r}")
+                if schema.id in conn.schemas:
+                    raise ProtocolError(f"table {schema.id} declared twice")
+                conn.schemas[schema.id] = schema
+                self.handler.on_schema(schema)
+            else:
+                raise ProtocolError(f"agent may not send {protocol.KIND_NAMES.get(kind, kind)!r} frames")
+        except ProtocolError as exc:
+            self._log_rejection(str(exc))
+
+    def _log_rejection(self, reason: str) -> None:
+        self.rejections += 1
+        if self.rejections <= MAX_LOGGED_REJECTIONS:
+            self._log("frame_rejected", reason=reason)
+
+    def _reject_connection(self, conn: _Connection, reason: str) -> None:
+        self._log("connection_rejected", reason=reason, peer=conn.peer)
+        self._drop(conn)
+
+    def _drop(self, conn: _Connection) -> None:
+        if self._conns.pop(conn.sock, None) is None:
+            return
+        try:
+            self.selector.unregister(conn.sock)
+        except (KeyError, ValueError):
+            pass
+        conn.sock.close()
+        if conn.authenticated:
+            self.agent_gone.set()
+
+    def _log(self, kind: str, **data: Any) -> None:
+        self.handler.on_log(kind, **data)
+
+
+def wait_for(event: threading.Event, timeout: float, alive: Callable[[], bool]) -> bool:
+    """Wait for `event` up to `timeout` seconds, giving up early once `alive()` is false."""
+    end = time.monotonic() + timeout
+    while not event.is_set():
+        remaining = end - time.monotonic()
+        if remaining <= 0 or not alive():
+            return event.is_set()
+        event.wait(min(remaining, 0.05))
+    return True

@@ -1,0 +1,370 @@
+"""One recording: launch the target, gather every source of frames, write the profile file.
+
+Frames from all threads pass through Recording.emit(), which appends them to the file and
+hands them to an optional live consumer (the GUI), so the live view and a later load of the
+file decode exactly the same bytes. The file is flushed every FLUSH_S seconds while the run
+goes on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import secrets
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import profiler
+from profiler import protocol
+from profiler.launch import RunSpec, build_launch
+from profiler.protocol import CHILD_TABLE, NVML_TABLE, RAM_TABLE, TableSchema
+from profiler.recorder import nvml as nvml_mod
+from profiler.recorder import proctree
+from profiler.recorder.blocks import TableBuffer
+from profiler.recorder.output import OutputPump, StreamChannel
+from profiler.recorder.sampler import HostSampler, TreeWatcher
+from profiler.recorder.server import AgentServer
+from profiler.storage import ProfileWriter
+
+FLUSH_S = 0.2
+LIVE_FLUSH_S = 0.05
+AGENT_LINGER_S = 1.0  # after the target exits, how long to wait for the agent's last frames
+OUTPUT_LINGER_S = 0.5  # ... and for output still in flight from grandchildren
+STOP_GRACE_S = 2.0
+
+
+@dataclass
+class ExitStatus:
+    exit_code: int | None
+    signal: int | None
+
+    @property
+    def shell_code(self) -> int:
+        """What a shell reports: the code itself, or 128+N after death by signal N."""
+        if self.signal is not None:
+            return 128 + self.signal
+        return self.exit_code if self.exit_code is not None else 1
+
+
+class Recording:
+    """Record one run of `spec` into `out_path`.
+
+    stdio: "terminal" passes the target's output through to our own stdout/stderr (using a
+    pseudo-terminal for each one that is a terminal); "capture" only records it.
+    new_session puts the target in its own session and process group (the GUI), so Stop
+    reaches the whole tree; the CLI keeps it in the terminal's foreground group instead.
+    """
+
+    def __init__(
+        self,
+        spec: RunSpec,
+        out_path: str | os.PathLike[str],
+        stdio: str = "terminal",
+        new_session: bool = False,
+        live: Callable[[bytes], None] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.out_path = Path(out_path)
+        self.stdio = stdio
+        self.new_session = new_session
+        self.live = live
+        self.writer: ProfileWriter | None = None
+        self.process: subprocess.Popen[bytes] | None = None
+        self.status: ExitStatus | None = None
+        self.agent_hello: dict[str, Any] | None = None
+        self._tables: dict[int, TableBuffer] = {}
+        self._threads: list[threading.Thread] = []
+        self._pumps: list[OutputPump] = []
+        self._stop_flush = threading.Event()
+        self._finished = threading.Event()
+        self._lock = threading.Lock()
+        self._nvml: nvml_mod.NvmlSampler | None = None
+        self.server: AgentServer | None = None
+        self.sampler: HostSampler | None = None
+        self.tree: TreeWatcher | None = None
+
+    # -- frame sink ---------------------------------------------------------------------------
+
+    def emit(self, frame: bytes) -> None:
+        if self.writer is not None:
+            self.writer.write(frame)
+        if self.live is not None:
+            self.live(frame)
+
+    def event(self, type_: str, t: int | None = None, **data: Any) -> None:
+        data["t"] = t if t is not None else time.monotonic_ns()
+        data["type"] = type_
+        self.emit(protocol.encode_json_frame(protocol.EVENTS, [data]))
+
+    def _table(self, schema: TableSchema) -> TableBuffer:
+        with self._lock:
+            table = self._tables.get(schema.id)
+            if table is None:
+                table = self._tables[schema.id] = TableBuffer(schema)
+                self.emit(schema.frame())
+            return table
+
+    def flush(self) -> None:
+        with self._lock:
+            tables = list(self._tables.values())
+        for table in tables:
+            frame = table.drain()
+            if frame:
+                self.emit(frame)
+        if self.writer is not None:
+            self.writer.flush()
+
+    # -- AgentHandler ---------------------------------------------------------------------------
+
+    def on_hello(self, hello: dict[str, Any]) -> None:
+        self.agent_hello = hello
+        self.event("agent_connected", **hello)
+
+    def on_schema(self, schema: TableSchema) -> None:
+        self._table(schema)
+
+    def on_rows(self, schema: TableSchema, rows: list[tuple[int, ...]]) -> None:
+        self._table(schema).extend(rows)
+
+    def on_events(self, payload: bytes) -> None:
+        self.emit(protocol.encode_frame(protocol.EVENTS, payload, compress=len(payload) > 1024))
+        if self._nvml is None and b'"type":"cuda_init"' in payload:
+            self._start_nvml()
+
+    def on_log(self, kind: str, **data: Any) -> None:
+        self.event(kind, **data)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        spec = self.spec
+        self.writer = ProfileWriter(self.out_path)
+        token = secrets.token_urlsafe(32)
+        self.server = AgentServer(token, self)
+        plan = build_launch(spec, self.server.port, token, os.environ)
+        channels = self._open_channels()
+        t0 = time.monotonic_ns()
+        start_time = datetime.now(timezone.utc).astimezone().isoformat(timespec="milliseconds")
+        try:
+            self.process = subprocess.Popen(
+                plan.argv,
+                cwd=plan.cwd,
+                env=plan.env,
+                stdout=channels[0].child_fd,
+                stderr=channels[1].child_fd,
+                start_new_session=self.new_session,
+                close_fds=True,
+            )
+        except OSError:
+            for channel in channels:
+                channel.child_started()
+                os.close(channel.read_fd)
+            self.writer.close()
+            with contextlib.suppress(OSError):
+                self.out_path.unlink()
+            self.server.listener.close()
+            raise
+        for channel in channels:
+            channel.child_started()
+        pid = self.process.pid
+        total, _ = proctree.SystemMemoryReader().read()
+        self.emit(
+            protocol.encode_json_frame(
+                protocol.RUN,
+                {
+                    "script": None if spec.module else spec.target,
+                    "module": spec.target if spec.module else None,
+                    "argv": list(spec.args),
+                    "cwd": os.path.abspath(spec.cwd),
+                    "python": spec.python,
+                    "interval_ms": spec.interval_ms,
+                    "start_time": start_time,
+                    "t0_ns": t0,
+                    "hostname": socket.gethostname(),
+                    "platform": platform.platform(),
+                    "memsight_version": profiler.__version__,
+                    "pid": pid,
+                    "ram_total_bytes": total,
+                    "memory_limit_bytes": proctree.memory_limit(),
+                    "hooks": spec.hooks,
+                },
+            )
+        )
+        ram = self._table(RAM_TABLE)
+        children = self._table(CHILD_TABLE)
+        self.tree = TreeWatcher(pid, children, self.event)
+        self.sampler = HostSampler(pid, spec.interval_ms / 1000.0, ram, self.tree)
+        self.sampler.sample()  # the first sample is on its way before the target runs a line
+        self.flush()
+        self.server.start()
+        self.tree.start()
+        self.sampler.start()
+        for stream, channel, own_fd in zip(
+            (protocol.STDOUT, protocol.STDERR), channels, (1, 2), strict=True
+        ):
+            pump = OutputPump(
+                channel,
+                stream,
+                self.emit,
+                passthrough_fd=own_fd if self.stdio == "terminal" else None,
+                on_truncated=lambda s: self.event("output_truncated", stream=s),
+            )
+            pump.start()
+            self._pumps.append(pump)
+        flusher = threading.Thread(target=self._flush_loop, name="memsight-flush", daemon=True)
+        flusher.start()
+        self._threads.append(flusher)
+
+    def _open_channels(self) -> list[StreamChannel]:
+        channels = []
+        for own_fd in (1, 2):
+            use_pty = self.stdio == "terminal" and _isatty(own_fd)
+            channels.append(StreamChannel(use_pty, like_fd=own_fd if use_pty else None))
+        return channels
+
+    def _flush_loop(self) -> None:
+        period = LIVE_FLUSH_S if self.live is not None else FLUSH_S
+        while not self._stop_flush.wait(period):
+            self.flush()
+
+    def _start_nvml(self) -> None:
+        nvml = nvml_mod.load_nvml()
+        if nvml is None:
+            return
+        try:
+            sampler = nvml_mod.NvmlSampler(nvml, self._table(NVML_TABLE), self.tree_pids)
+        except Exception:
+            return
+        self._nvml = sampler
+        sampler.start()
+
+    def tree_pids(self) -> set[int]:
+        pids = set(self.tree.known) if self.tree is not None else set()
+        if self.process is not None:
+            pids.add(self.process.pid)
+        return pids
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    def poll(self) -> bool:
+        """True while the target is running."""
+        return self.process is not None and self.process.poll() is None
+
+    def wait(self) -> ExitStatus:
+        """Wait for the target to exit, then finish the file."""
+        assert self.process is not None
+        code = self.process.wait()
+        self.finish(code)
+        assert self.status is not None
+        return self.status
+
+    def send_signal(self, signum: int) -> None:
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.process.send_signal(signum)
+
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        """End the target's whole process tree: SIGTERM, then SIGKILL after `grace_s`."""
+        if self.process is None:
+            return
+        self.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline and self.process.poll() is None:
+            time.sleep(0.02)
+        self.kill_tree()
+
+    def kill_tree(self) -> None:
+        """SIGKILL the target and every descendant it has, including orphaned workers."""
+        if self.process is None:
+            return
+        victims: dict[int, int | None] = {}
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.process.pid, signal.SIGSTOP)  # no new children from here on
+            victims[self.process.pid] = None
+        seen = self.tree.ever_seen if self.tree is not None else {}
+        for pid, ident in {**seen, **proctree.descendants(self.process.pid)}.items():
+            victims[pid] = ident.start
+        for pid, start in victims.items():
+            if start is not None and not _same_process(pid, start):
+                continue  # that pid now belongs to someone else
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        if self.new_session:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+
+    def finish(self, returncode: int) -> None:
+        if self._finished.is_set():
+            return
+        self._finished.set()
+        self.status = (
+            ExitStatus(None, -returncode) if returncode < 0 else ExitStatus(returncode, None)
+        )
+        exited = time.monotonic_ns()
+        assert self.server is not None and self.sampler is not None and self.tree is not None
+        self.sampler.stop()
+        self.tree.stop()
+        if self.server.connected.is_set():
+            self.server.agent_gone.wait(AGENT_LINGER_S)
+        for pump in self._pumps:
+            pump.finish(OUTPUT_LINGER_S)
+        for pump in self._pumps:
+            pump.join()
+        self.sampler.join(timeout=2.0)
+        self.tree.join(timeout=2.0)
+        if self._nvml is not None:
+            self._nvml.stop()
+            self._nvml.join(timeout=2.0)
+        self.server.close()
+        self._stop_flush.set()
+        for thread in self._threads:
+            thread.join(timeout=2.0)
+        self.event("exit", t=exited, exit_code=self.status.exit_code, signal=self.status.signal)
+        for pid, ident in self.tree.ever_seen.items():
+            if pid in self.tree.known and _same_process(pid, ident.start):
+                self.event("warning", message=f"child process {pid} ({ident.name}) outlived the target")
+        self.flush()
+        self.event("recording_end", samples=self.sampler.samples, missed_ticks=self.sampler.missed_ticks)
+        self.flush()
+        assert self.writer is not None
+        self.writer.close()
+
+
+def _same_process(pid: int, start: int) -> bool:
+    ident = proctree._read_identity(pid) if proctree.IS_LINUX else None
+    if ident is None:
+        return not proctree.IS_LINUX and _exists(pid)
+    return ident.start == start
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True
+
+
+def _isatty(fd: int) -> bool:
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False
+
+
+def default_profile_name(spec: RunSpec, now: datetime | None = None) -> str:
+    stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
+    return f"{spec.display_name}-{stamp}.memsight"
+

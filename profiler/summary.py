@@ -1,0 +1,201 @@
+"""Key numbers of a profile: peaks with their times, the exit, children, counts.
+
+`memsight report` prints these; `report --json` follows the schema in DESIGN.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from profiler.model import Profile
+from profiler.units import format_bytes, format_duration
+
+
+@dataclass(frozen=True)
+class Peak:
+    bytes: int
+    t: float  # seconds since the start of the run
+
+
+@dataclass(frozen=True)
+class ChildSummary:
+    pid: int
+    name: str
+    cmdline: list[str]
+    first_seen: float
+    exited: float | None
+    peak_uss: int | None
+    peak_pss: int | None
+
+
+@dataclass
+class RunSummary:
+    duration_s: float
+    samples: int
+    iterations: int
+    exit_code: int | None
+    signal: int | None
+    ram: Peak | None
+    ram_tree: Peak | None
+    gpu_allocated: Peak | None
+    gpu_reserved: Peak | None
+    children: list[ChildSummary] = field(default_factory=list)
+
+
+def _peak(t: np.ndarray, values: np.ndarray) -> Peak | None:
+    if len(values) == 0:
+        return None
+    i = int(np.argmax(values))
+    return Peak(int(values[i]), float(t[i]))
+
+
+def summarize(profile: Profile) -> RunSummary:
+    ram = profile.ram
+    ram_peak = tree_peak = None
+    if ram is not None and len(ram):
+        ram_peak = _peak(ram.t, ram["rss_peak"])
+        tree_peak = _peak(ram.t, ram["rss_peak"] + ram["children"])
+    gpu = profile.gpu
+    alloc_peak = reserved_peak = None
+    if gpu is not None:
+        alloc_peak = _peak(gpu.t, gpu["allocated_peak"])
+        reserved_peak = _peak(gpu.t, gpu["reserved_peak"])
+    return RunSummary(
+        duration_s=profile.duration,
+        samples=profile.sample_count,
+        iterations=sum(1 for _ in profile.events_of("step")),
+        exit_code=profile.info.exit_code,
+        signal=profile.info.signal,
+        ram=ram_peak,
+        ram_tree=tree_peak,
+        gpu_allocated=alloc_peak,
+        gpu_reserved=reserved_peak,
+        children=_children(profile),
+    )
+
+
+def _children(profile: Profile) -> list[ChildSummary]:
+    table = profile.table("children")
+    out = []
+    for pid, child in sorted(profile.children.items()):
+        peak_uss = peak_pss = None
+        if table is not None and len(table):
+            mask = table["pid"] == pid
+            if mask.any():
+                peak_uss = int(table["uss"][mask].max())
+                peak_pss = int(table["pss"][mask].max())
+        out.append(
+            ChildSummary(pid, child.name, child.cmdline, child.first_seen, child.exited, peak_uss, peak_pss)
+        )
+    return out
+
+
+def to_json(profile: Profile, findings: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The `memsight report --json` object (schema in DESIGN.md; keys may be added)."""
+    s = summarize(profile)
+    info = profile.info
+
+    def value(p: Peak | None) -> int | None:
+        return p.bytes if p is not None else None
+
+    def at(p: Peak | None) -> float | None:
+        return round(p.t, 4) if p is not None else None
+
+    return {
+        "run": {
+            "script": info.script if info.script is not None else f"-m {info.module}",
+            "argv": info.argv,
+            "exit_code": s.exit_code,
+            "signal": s.signal,
+            "duration_s": round(s.duration_s, 4),
+            "samples": s.samples,
+            "iterations": s.iterations,
+            "module": info.module,
+            "cwd": info.cwd,
+            "python": info.python,
+            "python_version": info.python_version or None,
+            "torch_version": info.torch_version,
+            "start_time": info.start_time,
+            "interval_ms": info.interval_ms,
+            "complete": profile.complete,
+        },
+        "peaks": {
+            "ram_bytes": value(s.ram),
+            "ram_tree_bytes": value(s.ram_tree),
+            "gpu_allocated_bytes": value(s.gpu_allocated),
+            "gpu_reserved_bytes": value(s.gpu_reserved),
+            "ram_t": at(s.ram),
+            "ram_tree_t": at(s.ram_tree),
+            "gpu_allocated_t": at(s.gpu_allocated),
+            "gpu_reserved_t": at(s.gpu_reserved),
+        },
+        "children": [
+            {
+                "pid": c.pid,
+                "name": c.name,
+                "cmdline": c.cmdline,
+                "first_seen_s": round(c.first_seen, 4),
+                "exited_s": round(c.exited, 4) if c.exited is not None else None,
+                "peak_uss_bytes": c.peak_uss,
+                "peak_pss_bytes": c.peak_pss,
+            }
+            for c in s.children
+        ],
+        "devices": [
+            {"index": d.index, "name": d.name, "total_bytes": d.total_bytes} for d in info.devices
+        ],
+        "warnings": list(profile.warnings),
+        "findings": findings or [],
+    }
+
+
+def format_text(profile: Profile, name: str) -> str:
+    """The short human summary printed by `memsight report`."""
+    s = summarize(profile)
+    info = profile.info
+    versions = [f"Python {info.python_version}" if info.python_version else ""]
+    if info.torch_version:
+        versions.append(f"torch {info.torch_version}")
+    lines = [
+        f"memsight profile {name}",
+        f"  run        {info.target}",
+        f"  directory  {info.cwd}",
+        f"  started    {info.start_time.replace('T', ' ')}"
+        + (f" on {info.hostname}" if info.hostname else "")
+        + (f" ({', '.join(v for v in versions if v)})" if any(versions) else ""),
+        f"  duration   {format_duration(s.duration_s)}",
+        f"  ended      {info.ended_by}",
+        f"  samples    {s.samples:,} every {info.interval_ms:g} ms"
+        + (f", {s.iterations:,} optimizer steps" if s.iterations else ""),
+        "",
+        "Peaks",
+    ]
+
+    def row(label: str, peak: Peak | None, absent: str) -> str:
+        if peak is None:
+            return f"  {label:<22} {absent}"
+        return f"  {label:<22} {format_bytes(peak.bytes):>11}  at {format_duration(peak.t)}"
+
+    lines.append(row("RAM, main process", s.ram, "no samples"))
+    lines.append(row("RAM, process tree", s.ram_tree, "no samples"))
+    no_gpu = "— (the run did not use CUDA)"
+    lines.append(row("GPU allocated", s.gpu_allocated, no_gpu))
+    lines.append(row("GPU reserved", s.gpu_reserved, no_gpu))
+    if s.children:
+        lines += ["", f"Child processes ({len(s.children)})"]
+        for c in s.children[:20]:
+            span = f"{format_duration(c.first_seen)} – " + (
+                format_duration(c.exited) if c.exited is not None else "end"
+            )
+            lines.append(
+                f"  pid {c.pid:<8} {c.name:<16} peak USS {format_bytes(c.peak_uss):>11}  {span}"
+            )
+        if len(s.children) > 20:
+            lines.append(f"  … and {len(s.children) - 20} more")
+    if profile.warnings:
+        lines += ["", "Warnings"]
+        lines += [f"  {w}" for w in profile.warnings]
+    return "\n".join(lines) + "\n"
