@@ -1,9 +1,9 @@
 """The `memsight` command line. Headless: nothing here imports Qt.
 
-    memsight                                 open the GUI
-    memsight FILE                            GUI with a script (.py) or a saved profile opened
-    memsight run [options] SCRIPT [ARGS...]  record headless (or -m MODULE [ARGS...])
-    memsight report PROFILE [--json]         summarize a saved profile
+memsight                                 open the GUI
+memsight FILE                            GUI with a script (.py) or a saved profile opened
+memsight run [options] SCRIPT [ARGS...]  record headless (or -m MODULE [ARGS...])
+memsight report PROFILE [--json]         summarize a saved profile
 """
 
 from __future__ import annotations
@@ -141,7 +141,9 @@ def _resolve_python(value: str | None) -> str:
     return os.path.abspath(path)
 
 
-def build_spec(options: argparse.Namespace, target: str, is_module: bool, args: list[str]) -> RunSpec:
+def build_spec(
+    options: argparse.Namespace, target: str, is_module: bool, args: list[str]
+) -> RunSpec:
     if not is_module:
         if target == "-":
             raise UsageError("reading the script from standard input is not supported")
@@ -224,7 +226,8 @@ def cmd_run(argv: Sequence[str]) -> int:
             recording.kill_tree()
 
     previous = {
-        sig: signal.signal(sig, on_interrupt) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        sig: signal.signal(sig, on_interrupt)
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     }
     try:
         try:
@@ -272,7 +275,9 @@ def _report_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("profile", metavar="PROFILE", help="a .memsight profile file")
     parser.add_argument(
-        "--json", action="store_true", help="print one JSON object (schema in docs/profile-format.md)"
+        "--json",
+        action="store_true",
+        help="print one JSON object (schema in docs/profile-format.md)",
     )
     return parser
 

@@ -116,7 +116,9 @@ class ProfileBuilder:
             if run:
                 self._append(schema, table, run_encoding, run)
 
-    def _append(self, schema: TableSchema, table: SampleTable, encoding: int, blocks: list[bytes]) -> None:
+    def _append(
+        self, schema: TableSchema, table: SampleTable, encoding: int, blocks: list[bytes]
+    ) -> None:
         ncols = len(schema.columns)
         if encoding == protocol.ROWS:
             dtype = np.dtype([(name, "<" + code) for name, code in schema.columns])
@@ -177,7 +179,11 @@ class ProfileBuilder:
             info.cuda_version = _opt_str(data.get("cuda"))
         elif kind == "cuda_init":
             info.devices = [
-                DeviceInfo(_opt_int(d.get("index")) or 0, _str(d.get("name")), _opt_int(d.get("total_bytes")) or 0)
+                DeviceInfo(
+                    _opt_int(d.get("index")) or 0,
+                    _str(d.get("name")),
+                    _opt_int(d.get("total_bytes")) or 0,
+                )
                 for d in data.get("devices", [])
                 if isinstance(d, dict)
             ]
@@ -215,7 +221,9 @@ def _decode_row_deltas(blocks: list[bytes], ncols: int) -> np.ndarray:
     values. int64 arithmetic wraps, and the wrap cancels exactly in the subtraction.
     """
     counts = np.fromiter(
-        (int.from_bytes(b[:ROW_DELTA_HEADER], "little") for b in blocks), dtype=np.int64, count=len(blocks)
+        (int.from_bytes(b[:ROW_DELTA_HEADER], "little") for b in blocks),
+        dtype=np.int64,
+        count=len(blocks),
     )
     total = int(counts.sum())
     if total == 0:

@@ -140,7 +140,9 @@ def decode_profile(data: bytes, name: str = "<memory>") -> Profile:
     if profile.info.t0_ns is None and not profile.tables:
         raise ProfileError(name, "holds no run (no metadata and no samples)")
     if not profile.complete and not profile.warnings:
-        profile.warnings.append("the recording did not finish normally; data ends at the last write")
+        profile.warnings.append(
+            "the recording did not finish normally; data ends at the last write"
+        )
     return profile
 
 

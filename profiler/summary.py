@@ -88,7 +88,9 @@ def _children(profile: Profile) -> list[ChildSummary]:
                 peak_uss = int(table["uss"][mask].max())
                 peak_pss = int(table["pss"][mask].max())
         out.append(
-            ChildSummary(pid, child.name, child.cmdline, child.first_seen, child.exited, peak_uss, peak_pss)
+            ChildSummary(
+                pid, child.name, child.cmdline, child.first_seen, child.exited, peak_uss, peak_pss
+            )
         )
     return out
 
@@ -187,7 +189,7 @@ def format_text(profile: Profile, name: str) -> str:
     if s.children:
         lines += ["", f"Child processes ({len(s.children)})"]
         for c in s.children[:20]:
-            span = f"{format_duration(c.first_seen)} – " + (
+            span = f"{format_duration(c.first_seen)} to " + (
                 format_duration(c.exited) if c.exited is not None else "end"
             )
             lines.append(

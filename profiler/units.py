@@ -21,7 +21,7 @@ def format_bytes(value: float | None) -> str:
 def format_duration(seconds: float) -> str:
     if seconds < 60:
         return f"{seconds:.2f} s" if seconds < 10 else f"{seconds:.1f} s"
-    minutes, secs = divmod(int(round(seconds)), 60)
+    minutes, secs = divmod(round(seconds), 60)
     if minutes < 60:
         return f"{minutes} min {secs:02d} s"
     hours, minutes = divmod(minutes, 60)

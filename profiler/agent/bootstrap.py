@@ -6,7 +6,7 @@
 # python leaves it.
 
 
-def _memsight_bootstrap():
+def _memsight_bootstrap() -> None:
     import importlib.util
     import os
     import sys
@@ -19,6 +19,7 @@ def _memsight_bootstrap():
     spec = importlib.util.spec_from_file_location(
         name, os.path.join(root, "__init__.py"), submodule_search_locations=[root]
     )
+    assert spec is not None and spec.loader is not None
     package = importlib.util.module_from_spec(spec)
     sys.modules[name] = package
     spec.loader.exec_module(package)

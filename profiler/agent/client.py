@@ -7,12 +7,13 @@ only append to the queue under a lock; they never touch the socket.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import sys
 import threading
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Set
 
 from .. import protocol
 from ..protocol import GPU_TABLE, encode_json_frame
@@ -41,7 +42,7 @@ class Agent:
         self._rows = bytearray()
         self._stop = threading.Event()
         self._closed = False
-        self._errors: set = set()
+        self._errors: Set[str] = set()
         self._torch: Any = None
         self._cuda: Any = None  # CudaSampler once the script initialised CUDA
         self._sock = socket.create_connection((host, port), timeout=10)
@@ -99,15 +100,14 @@ class Agent:
         self._stop.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout=1.0)
-        self._closed = True
         try:
             self._sample_once()
+            self._closed = True
             self._send_pending()
         finally:
-            try:
+            self._closed = True
+            with contextlib.suppress(OSError):
                 self._sock.close()
-            except OSError:
-                pass
 
     # -- background thread ------------------------------------------------------------------
 
@@ -186,10 +186,8 @@ class Agent:
         # held lock, but not the thread: it must never write to the parent's stream.
         self._closed = True
         self._lock = threading.Lock()
-        try:
+        with contextlib.suppress(OSError):
             self._sock.close()
-        except OSError:
-            pass
 
 
 def _plain(event: Dict[str, Any]) -> Dict[str, Any]:
@@ -203,4 +201,3 @@ def _plain(event: Dict[str, Any]) -> Dict[str, Any]:
         else:
             out[key] = repr(value)[:1000]
     return out
-

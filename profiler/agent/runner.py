@@ -12,7 +12,7 @@ import os
 import sys
 import traceback
 from types import TracebackType
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 CONFIG_ENV = "MEMSIGHT_AGENT"
 
@@ -39,7 +39,7 @@ def main(argv: List[str], package_root: str) -> None:
         _guarded(agent, package_root, _run_script, argv[0], argv[1:])
 
 
-def _take_config() -> Optional[dict]:
+def _take_config() -> Optional[Dict[str, Any]]:
     raw = os.environ.pop(CONFIG_ENV, None)
     if raw is None:
         return None
@@ -78,15 +78,13 @@ def _strip_own_frames(tb: Optional[TracebackType], package_root: str) -> Optiona
     return tb
 
 
-def _fresh_main() -> dict:
+def _fresh_main() -> Dict[str, Any]:
     """The real __main__ namespace, reset to what the interpreter gives a new script."""
     namespace = sys.modules["__main__"].__dict__
     for key in list(namespace):
         if key not in ("__name__", "__builtins__", "__annotations__"):
             del namespace[key]
-    namespace.update(
-        {"__doc__": None, "__package__": None, "__spec__": None, "__cached__": None}
-    )
+    namespace.update({"__doc__": None, "__package__": None, "__spec__": None, "__cached__": None})
     if "__annotations__" in namespace:
         namespace["__annotations__"] = {}
     return namespace

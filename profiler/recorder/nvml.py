@@ -40,7 +40,9 @@ class NvmlSampler(threading.Thread):
         self.pids = pids
         self.interval_s = interval_s
         self._halt = threading.Event()
-        self.handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
+        self.handles = [
+            nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())
+        ]
 
     def stop(self) -> None:
         self._halt.set()
@@ -58,7 +60,9 @@ class NvmlSampler(threading.Thread):
         pids = self.pids()
         for index, handle in enumerate(self.handles):
             info = self.nvml.nvmlDeviceGetMemoryInfo(handle)
-            self.table.add((t, index, int(info.used), int(info.total), self._process_used(handle, pids)))
+            self.table.add(
+                (t, index, int(info.used), int(info.total), self._process_used(handle, pids))
+            )
 
     def _process_used(self, handle: Any, pids: set[int]) -> int:
         try:
@@ -71,4 +75,3 @@ class NvmlSampler(threading.Thread):
             if proc.pid in pids and isinstance(used, int):
                 total += used
         return total
-

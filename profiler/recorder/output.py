@@ -101,7 +101,9 @@ class OutputPump(threading.Thread):
             return
         keep = data[: self.record_limit - self.recorded]
         self.recorded += len(keep)
-        self.emit(protocol.output_frame(self.stream, time.monotonic_ns(), keep, compress=len(keep) > 512))
+        self.emit(
+            protocol.output_frame(self.stream, time.monotonic_ns(), keep, compress=len(keep) > 512)
+        )
         if self.recorded >= self.record_limit and self.on_truncated is not None:
             self.on_truncated(self.stream)
 
@@ -116,4 +118,3 @@ def _write_all(fd: int, data: bytes) -> None:
         except OSError:
             return  # our own stdout went away (closed pipe): keep recording regardless
         view = view[written:]
-

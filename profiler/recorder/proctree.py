@@ -127,7 +127,7 @@ def descendants(pid: int) -> dict[int, ProcessIdentity]:
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
-        ident = _read_identity(int(entry))
+        ident = identity(int(entry))
         if ident is not None:
             parents.setdefault(ident.ppid, []).append(ident)
     found: dict[int, ProcessIdentity] = {}
@@ -140,7 +140,14 @@ def descendants(pid: int) -> dict[int, ProcessIdentity]:
     return found
 
 
-def _read_identity(pid: int) -> ProcessIdentity | None:
+def identity(pid: int) -> ProcessIdentity | None:
+    """Parent, name and start time of a live process, or None (gone, or a zombie)."""
+    if not IS_LINUX:
+        try:
+            proc = psutil.Process(pid)
+            return ProcessIdentity(pid, proc.ppid(), proc.name(), int(proc.create_time() * 100))
+        except psutil.Error:
+            return None
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
@@ -156,19 +163,12 @@ def _read_identity(pid: int) -> ProcessIdentity | None:
 
 
 def _descendants_psutil(pid: int) -> dict[int, ProcessIdentity]:
-    found: dict[int, ProcessIdentity] = {}
     try:
         children = psutil.Process(pid).children(recursive=True)
     except psutil.Error:
-        return found
-    for child in children:
-        try:
-            found[child.pid] = ProcessIdentity(
-                child.pid, child.ppid(), child.name(), int(child.create_time() * 100)
-            )
-        except psutil.Error:
-            continue
-    return found
+        return {}
+    found = {child.pid: identity(child.pid) for child in children}
+    return {pid: ident for pid, ident in found.items() if ident is not None}
 
 
 def cmdline(pid: int) -> list[str]:

@@ -73,7 +73,9 @@ class TreeWatcher(threading.Thread):
                 started = time.monotonic()
                 self.refresh(pid)
                 cost = time.monotonic() - started
-                next_refresh = started + max(self.min_refresh_s / len(self._order), cost / self.budget)
+                next_refresh = started + max(
+                    self.min_refresh_s / len(self._order), cost / self.budget
+                )
             wake = min(next_scan, next_refresh if self._order else next_scan)
             self._halt.wait(max(0.0, wake - time.monotonic()))
 
@@ -102,6 +104,22 @@ class TreeWatcher(threading.Thread):
         for pid in [p for p in self.known if p not in current]:
             self._gone(pid, t)
         return current
+
+    def final_check(self) -> list[proctree.ProcessIdentity]:
+        """After the target exited: record which children are gone; return those still alive.
+
+        A scan of descendants no longer works here (orphans now belong to init), so each
+        known child is checked by pid and start time.
+        """
+        t = time.monotonic_ns()
+        alive = []
+        for pid, ident in list(self.known.items()):
+            now = proctree.identity(pid)
+            if now is not None and now.start == ident.start:
+                alive.append(ident)
+            else:
+                self._gone(pid, t)
+        return alive
 
     def _gone(self, pid: int, t: int) -> None:
         self.known.pop(pid, None)
@@ -182,4 +200,3 @@ class HostSampler(threading.Thread):
         self.ram_table.add((t, rss, peak, self.tree.children_total, available))
         self.samples += 1
         return True
-

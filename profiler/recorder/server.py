@@ -8,6 +8,7 @@ and logged, and the recording goes on.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import selectors
 import socket
@@ -26,8 +27,15 @@ MAX_LOGGED_REJECTIONS = 100
 
 # Events that only the recorder itself may write.
 RECORDER_EVENTS = frozenset(
-    {"exit", "recording_end", "child_started", "child_exited", "agent_connected", "frame_rejected",
-     "connection_rejected"}
+    {
+        "exit",
+        "recording_end",
+        "child_started",
+        "child_exited",
+        "agent_connected",
+        "frame_rejected",
+        "connection_rejected",
+    }
 )
 RECORDER_TABLES = frozenset({"ram", "children", "nvml"})
 
@@ -90,7 +98,7 @@ class AgentServer(threading.Thread):
             now = time.monotonic()
             for conn in list(self._conns.values()):
                 if not conn.authenticated and now > conn.deadline:
-                    self._reject_connection(conn, "no hello within %.0f s" % HELLO_TIMEOUT_S)
+                    self._reject_connection(conn, f"no hello within {HELLO_TIMEOUT_S:.0f} s")
 
     def _accept(self) -> None:
         try:
@@ -101,7 +109,9 @@ class AgentServer(threading.Thread):
         pending = sum(1 for c in self._conns.values() if not c.authenticated)
         if pending >= MAX_PENDING:
             sock.close()
-            self._log("connection_rejected", reason="too many unauthenticated connections", peer=peer)
+            self._log(
+                "connection_rejected", reason="too many unauthenticated connections", peer=peer
+            )
             return
         sock.setblocking(False)
         conn = _Connection(sock, peer)
@@ -139,7 +149,9 @@ class AgentServer(threading.Thread):
             self._reject_connection(conn, "first frame is not a hello")
             return
         hello = protocol.check_hello(protocol.decode_json(payload))
-        if self._token_used or not hmac.compare_digest(hello["token"].encode(), self.token.encode()):
+        if self._token_used or not hmac.compare_digest(
+            hello["token"].encode(), self.token.encode()
+        ):
             self._reject_connection(conn, "wrong or reused token")
             return
         self._token_used = True
@@ -176,7 +188,9 @@ class AgentServer(threading.Thread):
                 conn.schemas[schema.id] = schema
                 self.handler.on_schema(schema)
             else:
-                raise ProtocolError(f"agent may not send {protocol.KIND_NAMES.get(kind, kind)!r} frames")
+                raise ProtocolError(
+                    f"agent may not send {protocol.KIND_NAMES.get(kind, kind)!r} frames"
+                )
         except ProtocolError as exc:
             self._log_rejection(str(exc))
 
@@ -192,10 +206,8 @@ class AgentServer(threading.Thread):
     def _drop(self, conn: _Connection) -> None:
         if self._conns.pop(conn.sock, None) is None:
             return
-        try:
+        with contextlib.suppress(KeyError, ValueError):
             self.selector.unregister(conn.sock)
-        except (KeyError, ValueError):
-            pass
         conn.sock.close()
         if conn.authenticated:
             self.agent_gone.set()

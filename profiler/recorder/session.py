@@ -332,29 +332,22 @@ class Recording:
         for thread in self._threads:
             thread.join(timeout=2.0)
         self.event("exit", t=exited, exit_code=self.status.exit_code, signal=self.status.signal)
-        for pid, ident in self.tree.ever_seen.items():
-            if pid in self.tree.known and _same_process(pid, ident.start):
-                self.event("warning", message=f"child process {pid} ({ident.name}) outlived the target")
+        for ident in self.tree.final_check():
+            self.event(
+                "warning", message=f"child process {ident.pid} ({ident.name}) outlived the target"
+            )
         self.flush()
-        self.event("recording_end", samples=self.sampler.samples, missed_ticks=self.sampler.missed_ticks)
+        self.event(
+            "recording_end", samples=self.sampler.samples, missed_ticks=self.sampler.missed_ticks
+        )
         self.flush()
         assert self.writer is not None
         self.writer.close()
 
 
 def _same_process(pid: int, start: int) -> bool:
-    ident = proctree._read_identity(pid) if proctree.IS_LINUX else None
-    if ident is None:
-        return not proctree.IS_LINUX and _exists(pid)
-    return ident.start == start
-
-
-def _exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    return True
+    ident = proctree.identity(pid)
+    return ident is not None and ident.start == start
 
 
 def _isatty(fd: int) -> bool:
@@ -367,4 +360,3 @@ def _isatty(fd: int) -> bool:
 def default_profile_name(spec: RunSpec, now: datetime | None = None) -> str:
     stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
     return f"{spec.display_name}-{stamp}.memsight"
-

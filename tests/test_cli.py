@@ -1,0 +1,195 @@
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pty
+import select
+import struct
+import subprocess
+import termios
+import time
+from pathlib import Path
+
+import pytest
+
+import profiler
+from profiler.cli import UsageError, main, split_run_args
+from tests.support import MEMSIGHT, child_env, run_memsight, write_script
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["train.py", "--epochs", "2"], ([], "train.py", False, ["--epochs", "2"])),
+        (
+            ["--out", "x.memsight", "train.py", "-q"],
+            (["--out", "x.memsight"], "train.py", False, ["-q"]),
+        ),
+        (["--interval-ms=5", "-q", "t.py"], (["--interval-ms=5", "-q"], "t.py", False, [])),
+        (["-m", "pkg.mod", "--out", "y"], ([], "pkg.mod", True, ["--out", "y"])),
+        (["--python", "py", "-mpkg", "a"], (["--python", "py"], "pkg", True, ["a"])),
+        (["--", "-weird.py", "a"], ([], "-weird.py", False, ["a"])),
+        (["--no-hooks"], (["--no-hooks"], None, False, [])),
+    ],
+)
+def test_memsight_options_end_where_the_target_begins(argv: list[str], expected: tuple) -> None:
+    assert split_run_args(argv) == expected
+
+
+def test_dash_m_without_a_module_is_a_usage_error() -> None:
+    with pytest.raises(UsageError):
+        split_run_args(["-m"])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run"], "a SCRIPT (or -m MODULE) to run is required"),
+        (["run", "missing.py"], "no such script: missing.py"),
+        (["run", "--interval-ms", "0", "t.py"], "--interval-ms must be at least"),
+        (["run", "--python", "/no/such/python", "t.py"], "--python: no such interpreter"),
+        (["run", "--out", "/no/such/dir/x.memsight", "t.py"], "--out: no such directory"),
+        (["run", "-", "x"], "standard input is not supported"),
+        (["--bogus"], "unknown option --bogus"),
+    ],
+)
+def test_bad_input_gets_one_clear_line_and_exit_status_2(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str],
+    message: str,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.py").write_text("pass\n")
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("memsight: error: ") and message in err
+    assert err.count("\n") == 1
+    assert not list(tmp_path.glob("*.memsight"))
+
+
+def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"memsight {profiler.__version__}\n"
+    assert main(["--help"]) == 0
+    assert "memsight run [options] SCRIPT" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exc:
+        main(["run", "--help"])
+    assert exc.value.code == 0
+    assert "--interval-ms" in capsys.readouterr().out
+
+
+def test_the_default_profile_name_is_the_script_and_a_timestamp_in_the_working_directory(
+    tmp_path: Path,
+) -> None:
+    write_script(tmp_path, "train.py", "print('hi')\n")
+    first = subprocess.run(
+        [*MEMSIGHT, "run", "train.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=child_env(),
+    )
+    second = subprocess.run(
+        [*MEMSIGHT, "run", "train.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=child_env(),
+    )
+    assert first.returncode == second.returncode == 0
+    files = sorted(p.name for p in tmp_path.glob("*.memsight"))
+    assert len(files) == 2 and all(f.startswith("train-20") for f in files)
+    assert (
+        f"memsight: saved {files[0]}" in first.stderr
+        or f"memsight: saved {files[1]}" in first.stderr
+    )
+
+
+def test_report_prints_the_run_its_peaks_and_its_end(tmp_path: Path) -> None:
+    write_script(tmp_path, "r.py", "b = bytearray(50 * 2**20)\nimport sys; sys.exit(4)\n")
+    run = run_memsight(["r.py", "x"], tmp_path)
+    assert run.returncode == 4
+    out = subprocess.run(
+        [*MEMSIGHT, "report", str(run.profile_path)],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+    )
+    assert out.returncode == 0
+    assert "run        r.py x" in out.stdout
+    assert "ended      exit code 4" in out.stdout
+    assert "RAM, main process" in out.stdout and "MiB" in out.stdout
+    assert "the run did not use CUDA" in out.stdout
+
+
+def test_report_json_follows_the_design_schema(tmp_path: Path) -> None:
+    write_script(tmp_path, "j.py", "import time; b = bytearray(30 * 2**20); time.sleep(0.2)\n")
+    run = run_memsight(["j.py", "--flag"], tmp_path)
+    out = subprocess.run(
+        [*MEMSIGHT, "report", str(run.profile_path), "--json"],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+    )
+    report = json.loads(out.stdout)
+    assert set(report) >= {"run", "peaks", "findings"}
+    r = report["run"]
+    assert (r["script"], r["argv"], r["exit_code"], r["signal"]) == ("j.py", ["--flag"], 0, None)
+    assert r["samples"] > 5 and r["duration_s"] > 0.2 and r["iterations"] == 0
+    p = report["peaks"]
+    assert p["ram_bytes"] > 30 * 2**20 and p["ram_tree_bytes"] >= p["ram_bytes"]
+    assert p["gpu_allocated_bytes"] is None and p["gpu_reserved_bytes"] is None
+    assert report["findings"] == []
+
+
+def test_under_a_terminal_the_target_sees_a_terminal_and_its_output_arrives_line_by_line(
+    tmp_path: Path,
+) -> None:
+    write_script(
+        tmp_path,
+        "tty.py",
+        """
+        import os, sys, time
+        print("isatty", sys.stdout.isatty(), os.get_terminal_size().columns)
+        time.sleep(0.3)
+        print("second line")
+        """,
+    )
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 123, 0, 0))
+    proc = subprocess.Popen(
+        [*MEMSIGHT, "run", "-q", "--out", str(tmp_path / "t.memsight"), "tty.py"],
+        cwd=tmp_path,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=child_env(),
+    )
+    os.close(slave)
+    seen = b""
+    first_line_at = None
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 0.05)
+        if ready:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+            if first_line_at is None and b"isatty" in seen:
+                first_line_at = time.monotonic()
+                # The first line is on screen before the target printed its second one.
+                assert b"second line" not in seen
+        elif proc.poll() is not None:
+            break
+    proc.wait(timeout=30)
+    os.close(master)
+    assert b"isatty True 123" in seen
+    assert b"second line" in seen
+    assert proc.returncode == 0

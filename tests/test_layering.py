@@ -1,0 +1,102 @@
+"""Layering rules from DESIGN.md, checked in fresh interpreters."""
+
+from __future__ import annotations
+
+import ast
+import pkgutil
+import subprocess
+import sys
+
+import profiler
+from tests.support import ROOT
+
+
+def all_profiler_modules() -> list[str]:
+    return sorted(
+        m.name
+        for m in pkgutil.walk_packages(profiler.__path__, "profiler.")
+        if "bootstrap" not in m.name
+    )
+
+
+def test_no_profiler_module_imports_qt() -> None:
+    modules = all_profiler_modules()
+    code = (
+        "import importlib, sys\n"
+        f"for name in {modules!r}:\n"
+        "    importlib.import_module(name)\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('PySide6', 'pyqtgraph', 'shiboken6'))\n"
+        "print(bad)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    assert out.stdout.strip() == "[]"
+    assert len(modules) > 10
+
+
+def test_the_agent_and_protocol_need_nothing_beyond_the_standard_library() -> None:
+    # Import the agent exactly as the bootstrap does, with numpy and psutil made unimportable.
+    code = f"""
+import importlib, importlib.util, os, sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("numpy", "psutil", "torch", "PySide6", "pynvml"):
+            raise ImportError("blocked: " + name)
+sys.meta_path.insert(0, Block())
+root = {str(ROOT / "profiler")!r}
+spec = importlib.util.spec_from_file_location("_memsight_profiler", os.path.join(root, "__init__.py"), submodule_search_locations=[root])
+pkg = importlib.util.module_from_spec(spec); sys.modules["_memsight_profiler"] = pkg; spec.loader.exec_module(pkg)
+for name in ("protocol", "agent", "agent.runner", "agent.client", "agent.cuda"):
+    importlib.import_module("_memsight_profiler." + name)
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/")
+    assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_agent_and_protocol_sources_parse_as_python_3_9() -> None:
+    files = [*sorted((ROOT / "profiler" / "agent").glob("*.py")), ROOT / "profiler" / "protocol.py"]
+    for path in files:
+        ast.parse(path.read_text(), filename=str(path), feature_version=(3, 9))
+
+
+def test_the_agent_imports_only_relatively_within_memsight() -> None:
+    # Under its private package name the agent cannot import `profiler.*` absolutely.
+    for path in [*(ROOT / "profiler" / "agent").glob("*.py"), ROOT / "profiler" / "protocol.py"]:
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                assert not node.module.startswith(("profiler", "app")), (
+                    f"{path.name}: {node.module}"
+                )
+            if isinstance(node, ast.Import):
+                assert not any(a.name.startswith(("profiler", "app")) for a in node.names), (
+                    path.name
+                )
+
+
+def test_only_app_imports_qt() -> None:
+    for path in (ROOT / "profiler").rglob("*.py"):
+        source = path.read_text()
+        assert "PySide6" not in source and "pyqtgraph" not in source, path
+
+
+def test_ci_runs_the_readme_setup_and_test_commands_verbatim() -> None:
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    commands = _setup_commands(readme)
+    assert len(commands) == 2
+    for command in commands:
+        assert command in ci.splitlines()
+
+
+def _setup_commands(readme: str) -> list[str]:
+    """The two commands in the README's setup block (```sh fenced, after '## Setup')."""
+    section = readme.split("## Setup", 1)[1]
+    block = section.split("```sh", 1)[1].split("```", 1)[0]
+    return [
+        line.strip()
+        for line in block.strip().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]

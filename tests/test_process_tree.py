@@ -1,0 +1,136 @@
+"""Memory of child processes is measured per child, without double-counting shared pages."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from profiler.recorder import proctree
+from tests.support import run_memsight, write_script
+
+MiB = 1024 * 1024
+
+FORKING = """
+import multiprocessing as mp, os, sys, time
+
+shared = bytearray(150 * 1024 * 1024)            # touched in the parent, shared after fork
+for i in range(0, len(shared), 4096):
+    shared[i] = 1
+
+def worker(own_mib, ready):
+    own = bytearray(own_mib * 1024 * 1024)       # private to this child
+    for i in range(0, len(own), 4096):
+        own[i] = 1
+    ready.set()
+    time.sleep(3)
+
+if __name__ == "__main__":
+    ctx = mp.get_context("fork")
+    events = [ctx.Event(), ctx.Event()]
+    procs = [ctx.Process(target=worker, args=(mib, ev)) for mib, ev in zip((40, 80), events)]
+    for p in procs:
+        p.start()
+    for ev in events:
+        ev.wait()
+    time.sleep(1.5)
+    for p in procs:
+        p.join()
+"""
+
+
+def test_each_child_is_identified_and_measured_by_its_private_memory(tmp_path: Path) -> None:
+    write_script(tmp_path, "fork.py", FORKING)
+    traced = run_memsight(["fork.py"], tmp_path)
+    assert traced.returncode == 0, traced.stderr
+    profile = traced.profile()
+    workers = [
+        c for c in profile.children.values() if c.cmdline and "fork.py" in " ".join(c.cmdline)
+    ]
+    assert len(workers) >= 2
+    table = profile.tables["children"]
+    peaks = sorted(
+        int(table["uss"][table["pid"] == c.pid].max())
+        for c in workers
+        if (table["pid"] == c.pid).any()
+    )
+    # Each worker's USS is its own allocation (40 / 80 MiB) plus small overhead: the 150 MiB
+    # inherited from the parent is shared, so it is not counted again.
+    assert 38 * MiB < peaks[-2] < 70 * MiB
+    assert 78 * MiB < peaks[-1] < 110 * MiB
+    ram = profile.ram
+    assert ram is not None
+    tree = ram["rss"] + ram["children"]
+    assert int(tree.max()) < int(ram["rss"].max()) + 200 * MiB
+    assert int(ram["children"].max()) > 110 * MiB
+    assert all(c.exited is not None for c in workers)
+
+
+def test_descendants_include_grandchildren_and_tell_reused_pids_apart() -> None:
+    code = "import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)']); print(p.pid, flush=True); time.sleep(30)"
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        grandchild = int(parent.stdout.readline())
+        found = proctree.descendants(os.getpid())
+        assert parent.pid in found and grandchild in found
+        assert found[grandchild].ppid == parent.pid
+        assert found[grandchild].start >= found[parent.pid].start
+    finally:
+        parent.kill()
+        parent.wait()
+        subprocess.run(["kill", "-9", str(grandchild)], check=False)
+
+
+def test_main_process_reader_reports_rss_and_a_high_water_mark_that_includes_spikes() -> None:
+    code = (
+        "import sys\n"
+        "b = bytearray(120 * 1024 * 1024)\n"
+        "for i in range(0, len(b), 4096): b[i] = 1\n"
+        "del b\n"
+        "print('ok', flush=True); sys.stdin.read()\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"ok\n"
+        reader = proctree.MainProcessReader(proc.pid)
+        reading = reader.read()
+        assert reading is not None
+        rss, hwm = reading
+        assert hwm - rss > 100 * MiB  # the freed 120 MiB spike still shows in the high-water mark
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_child_memory_reads_uss_pss_and_rss_of_a_live_process() -> None:
+    memory = proctree.child_memory(os.getpid())
+    assert memory is not None
+    assert 0 < memory.uss <= memory.pss <= memory.rss
+    assert proctree.child_memory(2**22 + 12345) is None
+
+
+def test_the_peak_channel_shows_a_spike_that_starts_and_ends_between_two_samples(
+    tmp_path: Path,
+) -> None:
+    write_script(
+        tmp_path,
+        "spike.py",
+        """
+        import time
+        time.sleep(0.5)
+        b = bytearray(200 * 1024 * 1024)
+        for i in range(0, len(b), 4096): b[i] = 1
+        del b
+        time.sleep(0.5)
+        """,
+    )
+    traced = run_memsight(["--interval-ms", "400", "spike.py"], tmp_path)
+    ram = traced.profile().ram
+    assert ram is not None
+    assert int(np.max(ram["rss_peak"])) - int(np.max(ram["rss"])) > 150 * MiB

@@ -1,0 +1,152 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from profiler import protocol
+from profiler.protocol import FrameReader, ProtocolError
+from profiler.recorder.blocks import TableBuffer
+from profiler.replay import ProfileBuilder
+from profiler.storage import ProfileWriter, load_profile
+
+T0 = 5_000_000_000
+
+
+def feed_all(builder: ProfileBuilder, frames: list[bytes]) -> None:
+    reader = FrameReader(max_payload=protocol.MAX_FILE_PAYLOAD)
+    reader.feed(b"".join(frames))
+    for kind, payload in reader.frames():
+        builder.feed(kind, payload)
+    builder.flush()
+
+
+def run_frame(**extra: object) -> bytes:
+    return protocol.encode_json_frame(protocol.RUN, {"t0_ns": T0, "script": "train.py", **extra})
+
+
+def test_rows_survive_delta_blocks_exactly_including_values_near_the_int64_limit() -> None:
+    # Given rows spread over many blocks, some with huge values whose running sums overflow
+    rng = np.random.default_rng(1)
+    buffer = TableBuffer(protocol.RAM_TABLE)
+    frames = [run_frame(), protocol.RAM_TABLE.frame()]
+    expected = []
+    t = T0
+    for block in range(40):
+        for _ in range(int(rng.integers(0, 30))):  # empty blocks too
+            t += int(rng.integers(9_000_000, 11_000_000))
+            row = (t, int(rng.integers(0, 2**62)), 2**63 - 1 - block, block, 7)
+            buffer.add(row)
+            expected.append(row)
+        frame = buffer.drain()
+        if frame:
+            frames.append(frame)
+    # When they are replayed
+    builder = ProfileBuilder()
+    feed_all(builder, frames)
+    table = builder.profile.tables["ram"]
+    # Then every value is exact and t is seconds since t0
+    got = np.array(expected, dtype=np.int64)
+    assert len(table) == len(expected)
+    for i, name in enumerate(["rss", "rss_peak", "children", "available"], start=1):
+        assert np.array_equal(table[name], got[:, i])
+    assert np.allclose(table.t, (got[:, 0] - T0) / 1e9)
+
+
+def test_row_major_blocks_from_the_agent_decode_like_delta_blocks() -> None:
+    rows = [(T0 + i * 10_000_000, 0, 100 + i, 200 + i, 300, 400, 50, 7, 0, 0) for i in range(5)]
+    packed = b"".join(protocol.GPU_TABLE.row.pack(*r) for r in rows)
+    builder = ProfileBuilder()
+    feed_all(
+        builder, [run_frame(), protocol.GPU_TABLE.frame(), protocol.GPU_TABLE.rows_frame(packed)]
+    )
+    gpu = builder.profile.gpu
+    assert gpu is not None
+    assert list(gpu["allocated"]) == [100, 101, 102, 103, 104]
+    assert list(gpu.t) == pytest.approx([0.0, 0.01, 0.02, 0.03, 0.04])
+
+
+def test_samples_for_an_undeclared_table_are_refused() -> None:
+    builder = ProfileBuilder()
+    with pytest.raises(ProtocolError, match="undeclared"):
+        builder.feed(protocol.SAMPLES, bytes([9, protocol.ROWS]))
+
+
+def test_a_block_with_a_partial_row_is_refused() -> None:
+    builder = ProfileBuilder()
+    builder.feed(protocol.SCHEMA, protocol.GPU_TABLE.frame()[protocol.HEADER_SIZE :])
+    with pytest.raises(ProtocolError, match="partial row"):
+        builder.feed(protocol.SAMPLES, bytes([protocol.GPU_TABLE.id, protocol.ROWS, 1, 2, 3]))
+
+
+def test_a_table_cannot_be_redeclared_with_another_layout() -> None:
+    builder = ProfileBuilder()
+    builder.feed(protocol.SCHEMA, protocol.RAM_TABLE.frame()[protocol.HEADER_SIZE :])
+    builder.feed(protocol.SCHEMA, protocol.RAM_TABLE.frame()[protocol.HEADER_SIZE :])  # same: fine
+    clash = protocol.TableSchema(protocol.RAM_TABLE.id, "ram", [("t", "q"), ("x", "Q")])
+    with pytest.raises(ProtocolError, match="different layout"):
+        builder.feed(protocol.SCHEMA, clash.frame()[protocol.HEADER_SIZE :])
+
+
+def test_events_update_run_info_children_and_completion() -> None:
+    events = [
+        {"t": T0 + 1_000_000_000, "type": "torch_imported", "version": "2.13.0", "cuda": None},
+        {
+            "t": T0 + 2_000_000_000,
+            "type": "child_started",
+            "pid": 42,
+            "ppid": 1,
+            "name": "w",
+            "cmdline": ["python"],
+        },
+        {"t": T0 + 3_000_000_000, "type": "child_exited", "pid": 42},
+        {"t": T0 + 4_000_000_000, "type": "exit", "exit_code": None, "signal": 9},
+        {"t": T0 + 4_100_000_000, "type": "recording_end"},
+    ]
+    builder = ProfileBuilder()
+    feed_all(
+        builder,
+        [run_frame(argv=["--epochs", "2"]), protocol.encode_json_frame(protocol.EVENTS, events)],
+    )
+    profile = builder.profile
+    assert profile.info.torch_version == "2.13.0"
+    assert profile.info.signal == 9 and profile.info.exit_code is None
+    assert profile.info.end_t == pytest.approx(4.0)
+    assert profile.children[42].exited == pytest.approx(3.0)
+    assert profile.complete
+    assert profile.info.target == "train.py --epochs 2"
+
+
+def test_wrongly_typed_event_fields_are_ignored_not_trusted() -> None:
+    events = [{"t": T0, "type": "exit", "exit_code": "zero", "signal": [1]}]
+    builder = ProfileBuilder()
+    feed_all(builder, [run_frame(), protocol.encode_json_frame(protocol.EVENTS, events)])
+    assert builder.profile.info.exit_code is None
+    assert builder.profile.info.signal is None
+
+
+def test_live_decoding_in_small_pieces_equals_loading_the_file(tmp_path) -> None:
+    # Given the same frames written to a file and fed live in small increments
+    buffer = TableBuffer(protocol.RAM_TABLE)
+    frames = [run_frame(), protocol.RAM_TABLE.frame()]
+    for i in range(200):
+        buffer.add((T0 + i * 10_000_000, 1000 + i * i, 1000 + i * i, 0, 5))
+        if i % 7 == 0:
+            frames.append(buffer.drain())
+    frames.append(buffer.drain())
+    frames.append(protocol.output_frame(protocol.STDOUT, T0 + 5, "héllo\n".encode()))
+    path = tmp_path / "p.memsight"
+    writer = ProfileWriter(path)
+    live = ProfileBuilder()
+    reader = FrameReader(max_payload=protocol.MAX_FILE_PAYLOAD)
+    for frame in frames:
+        writer.write(frame)
+        reader.feed(frame)
+        for kind, payload in reader.frames():
+            live.feed(kind, payload)
+        live.flush()
+    writer.close()
+    loaded = load_profile(path)
+    # Then both profiles hold the same samples and output
+    assert np.array_equal(loaded.tables["ram"]["rss"], live.profile.tables["ram"]["rss"])
+    assert np.array_equal(loaded.tables["ram"].t, live.profile.tables["ram"].t)
+    assert loaded.output_text() == live.profile.output_text() == "héllo\n"
