@@ -1,0 +1,1 @@
+"""Diagnosis rules: Profile -> findings with evidence and fixes (pure functions)."""

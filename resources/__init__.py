@@ -1,0 +1,4 @@
+"""Data files shipped with memsight (icons, stylesheet, report template, fixes knowledge base).
+
+Installed as the package ``memsight_resources``; read them with ``profiler.resources.path``.
+"""
