@@ -278,29 +278,38 @@ class Recording:
         """End the target's whole process tree: SIGTERM, then SIGKILL after `grace_s`."""
         if self.process is None:
             return
+        # Workers outlive the main process as orphans, no longer its descendants: list them now.
+        known = self._tree_snapshot()
         self.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + grace_s
         while time.monotonic() < deadline and self.process.poll() is None:
             time.sleep(0.02)
-        self.kill_tree()
+        self.kill_tree(known)
 
-    def kill_tree(self) -> None:
+    def _tree_snapshot(self) -> dict[int, int]:
+        """pid -> start time of every descendant seen during the run or alive now."""
+        assert self.process is not None
+        seen = dict(self.tree.ever_seen) if self.tree is not None else {}
+        seen.update(proctree.descendants(self.process.pid))
+        return {pid: ident.start for pid, ident in seen.items()}
+
+    def kill_tree(self, known: dict[int, int] | None = None) -> None:
         """SIGKILL the target and every descendant it has, including orphaned workers."""
         if self.process is None:
             return
-        victims: dict[int, int | None] = {}
-        if self.process.poll() is None:
+        running = self.process.poll() is None
+        if running:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.process.pid, signal.SIGSTOP)  # no new children from here on
-            victims[self.process.pid] = None
-        seen = self.tree.ever_seen if self.tree is not None else {}
-        for pid, ident in {**seen, **proctree.descendants(self.process.pid)}.items():
-            victims[pid] = ident.start
+        # Listed while the main process still stands: once it dies, its children are orphans.
+        victims = {**(known or {}), **self._tree_snapshot()}
+        if running:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.process.pid, signal.SIGKILL)
         for pid, start in victims.items():
-            if start is not None and not _same_process(pid, start):
-                continue  # that pid now belongs to someone else
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
+            if _same_process(pid, start):  # else that pid now belongs to someone else
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
         if self.new_session:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.process.pid, signal.SIGKILL)
