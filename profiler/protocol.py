@@ -48,6 +48,10 @@ ROWS_DELTA = 1  # u32 row count, then int64 rows: the first absolute, later ones
 # delta-encoded; timestamps are monotonic nanoseconds.
 COLUMN_CODES = frozenset("qQiIB")
 
+# Every value is stored as a signed 64-bit integer, whatever the column's wire type.
+INT64_MIN = -(1 << 63)
+INT64_MAX = (1 << 63) - 1
+
 # Agent-declared tables use ids >= AGENT_TABLE_BASE so they never collide with the recorder's.
 AGENT_TABLE_BASE = 64
 
@@ -87,6 +91,8 @@ def unpack_payload(kind: int, payload: bytes, limit: int = MAX_FILE_PAYLOAD) -> 
             raise ProtocolError("compressed payload is corrupt: %s" % exc) from None
         if inflater.unconsumed_tail:
             raise ProtocolError("compressed payload inflates beyond %d bytes" % limit)
+        if not inflater.eof:
+            raise ProtocolError("compressed payload is truncated")
         return kind & ~COMPRESSED, plain
     return kind, payload
 
@@ -194,6 +200,7 @@ class TableSchema:
                 or len(col) != 2
                 or not isinstance(col[0], str)
                 or not col[0].isidentifier()
+                or not isinstance(col[1], str)
                 or col[1] not in COLUMN_CODES
             ):
                 raise ProtocolError("schema column %r is invalid" % (col,))
@@ -242,6 +249,8 @@ def check_events(obj: Any) -> List[Dict[str, Any]]:
             or not isinstance(ev.get("type"), str)
         ):
             raise ProtocolError("event is missing an integer t or a string type")
+        if not INT64_MIN <= ev["t"] <= INT64_MAX:
+            raise ProtocolError("event time is out of the signed 64-bit range")
     return obj
 
 

@@ -6,6 +6,7 @@ hundreds of thousands of small blocks still loads in well under a second.
 
 from __future__ import annotations
 
+import codecs
 from typing import Any
 
 import numpy as np
@@ -44,6 +45,7 @@ class ProfileBuilder:
         self.schemas: dict[int, TableSchema] = {}
         self._pending: dict[int, list[tuple[int, bytes]]] = {}
         self._t0: int | None = self.profile.info.t0_ns
+        self._decoders: dict[int, codecs.IncrementalDecoder] = {}
 
     # -- frames -----------------------------------------------------------------------------
 
@@ -56,8 +58,13 @@ class ProfileBuilder:
                 self._apply_event(raw)
         elif kind == protocol.OUTPUT:
             stream, t_ns, data = protocol.split_output(payload)
-            text = data.decode("utf-8", errors="replace")
-            self.profile.output.append(OutputChunk(self._rel(t_ns), stream, text))
+            # A character split across two reads of the pipe is decoded whole.
+            decoder = self._decoders.get(stream)
+            if decoder is None:
+                decoder = self._decoders[stream] = codecs.getincrementaldecoder("utf-8")("replace")
+            text = decoder.decode(data)
+            if text:
+                self.profile.output.append(OutputChunk(self._rel(t_ns), stream, text))
         elif kind == protocol.SCHEMA:
             self.add_schema(TableSchema.from_json(protocol.decode_json(payload)))
         elif kind == protocol.RUN:
@@ -178,13 +185,14 @@ class ProfileBuilder:
             info.torch_version = _opt_str(data.get("version"))
             info.cuda_version = _opt_str(data.get("cuda"))
         elif kind == "cuda_init":
+            devices = data.get("devices")
             info.devices = [
                 DeviceInfo(
                     _opt_int(d.get("index")) or 0,
                     _str(d.get("name")),
                     _opt_int(d.get("total_bytes")) or 0,
                 )
-                for d in data.get("devices", [])
+                for d in (devices if isinstance(devices, list) else [])
                 if isinstance(d, dict)
             ]
         elif kind == "exit":
@@ -210,7 +218,9 @@ class ProfileBuilder:
         elif kind == "recording_end":
             self.profile.complete = True
         elif kind == "warning":
-            self.profile.warnings.append(_str(data.get("message")))
+            message = _str(data.get("message"))
+            if message:
+                self.profile.warnings.append(message)
 
 
 def _decode_row_deltas(blocks: list[bytes], ncols: int) -> np.ndarray:
@@ -255,6 +265,10 @@ def _opt_int(value: Any) -> int | None:
 
 def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _str_list(value: Any) -> list[str]:

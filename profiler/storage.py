@@ -9,6 +9,7 @@ executed or unpickled.
 from __future__ import annotations
 
 import os
+import stat
 import struct
 import threading
 import zlib
@@ -76,6 +77,12 @@ def load_profile(path: str | os.PathLike[str]) -> Profile:
     """Read a profile file into a Profile, or raise ProfileError."""
     path = os.fspath(path)
     try:
+        mode = os.stat(path).st_mode
+        if stat.S_ISDIR(mode):
+            raise ProfileError(path, "is a directory, not a profile file")
+        if not stat.S_ISREG(mode):
+            # A FIFO would block the open and a device such as /dev/zero never ends.
+            raise ProfileError(path, "is a pipe or a device, not a profile file")
         with open(path, "rb") as f:
             data = f.read()
     except FileNotFoundError:
@@ -120,6 +127,9 @@ def decode_profile(data: bytes, name: str = "<memory>") -> Profile:
                 _cut_off(profile, pos)
                 break
             length, kind, crc = header.unpack_from(data, pos)
+            if kind == 0 and not data[pos:].strip(b"\0"):
+                _cut_off(profile, pos)  # zeros past the last write, as a power loss leaves
+                break
             if length > protocol.MAX_FILE_PAYLOAD:
                 raise ProtocolError(f"frame of {length} bytes exceeds the limit")
             start = pos + header_size
@@ -139,7 +149,7 @@ def decode_profile(data: bytes, name: str = "<memory>") -> Profile:
         raise ProfileError(name, f"corrupted at byte {pos} (frame {index}): {exc}") from None
     if profile.info.t0_ns is None and not profile.tables:
         raise ProfileError(name, "holds no run (no metadata and no samples)")
-    if not profile.complete and not profile.warnings:
+    if not profile.complete and not any("cut off" in w for w in profile.warnings):
         profile.warnings.append(
             "the recording did not finish normally; data ends at the last write"
         )

@@ -108,7 +108,7 @@ def to_json(profile: Profile, findings: list[dict[str, Any]] | None = None) -> d
 
     return {
         "run": {
-            "script": info.script if info.script is not None else f"-m {info.module}",
+            "script": f"-m {info.module}" if info.module is not None else info.script,
             "argv": info.argv,
             "exit_code": s.exit_code,
             "signal": s.signal,

@@ -159,9 +159,9 @@ class Collector:
             self.rows += rows
             self.changed.notify_all()
 
-    def on_events(self, payload: bytes) -> None:
+    def on_events(self, payload: bytes, events: list[dict[str, Any]]) -> None:
         with self.changed:
-            self.events += protocol.decode_json(payload)
+            self.events += events
             self.changed.notify_all()
 
     def on_log(self, kind: str, **data: Any) -> None: ...

@@ -36,6 +36,12 @@ class FakeNvml:
     def nvmlDeviceGetHandleByIndex(self, i: int) -> int:
         return i
 
+    def nvmlDeviceGetUUID(self, handle: int) -> str:
+        return f"GPU-aaaa-{handle}"
+
+    def nvmlDeviceGetPciInfo(self, handle: int) -> Any:
+        return SimpleNamespace(domain=0, bus=0x17 + handle, device=0)
+
     def nvmlDeviceGetMemoryInfo(self, handle: int) -> Any:
         return SimpleNamespace(used=(30 + handle) * GiB, total=80 * GiB)
 
@@ -43,20 +49,54 @@ class FakeNvml:
         return self.processes if handle == 0 else []
 
 
-def test_device_memory_and_the_target_trees_own_share_are_recorded() -> None:
+def record(sampler: nvml.NvmlSampler) -> Any:
     table = TableBuffer(protocol.NVML_TABLE)
-    sampler = nvml.NvmlSampler(FakeNvml(), table, pids=lambda: {100, 101, 102})
-    sampler.sample()
+    assert sampler.open()
+    sampler.sample(table)
     builder = ProfileBuilder()
     builder.feed(protocol.SCHEMA, protocol.NVML_TABLE.frame()[protocol.HEADER_SIZE :])
     frame = table.drain()
     builder.feed(frame[4], frame[protocol.HEADER_SIZE :])
     builder.flush()
-    rows = builder.profile.tables["nvml"]
+    return builder.profile.tables["nvml"]
+
+
+def test_device_memory_and_the_target_trees_own_share_are_recorded() -> None:
+    devices = [{"index": 0, "uuid": "GPU-AAAA-0"}, {"index": 1, "uuid": "aaaa-1"}]
+    rows = record(
+        nvml.NvmlSampler(
+            devices,
+            lambda: TableBuffer(protocol.NVML_TABLE),
+            lambda: {100, 101, 102},
+            nvml=FakeNvml(),
+        )
+    )
     assert list(rows["device"]) == [0, 1]
     assert list(rows["used"]) == [30 * GiB, 31 * GiB]
     assert list(rows["total"]) == [80 * GiB, 80 * GiB]
     assert list(rows["process_used"]) == [4 * GiB, 0]
+
+
+def test_rows_carry_the_cuda_index_even_where_nvml_numbers_devices_differently() -> None:
+    # CUDA_VISIBLE_DEVICES=1: the target's cuda:0 is NVML's device 1 (bus 0x18).
+    devices = [{"index": 0, "pci": [0, 0x18, 0]}]
+    rows = record(
+        nvml.NvmlSampler(
+            devices, lambda: TableBuffer(protocol.NVML_TABLE), lambda: set(), nvml=FakeNvml()
+        )
+    )
+    assert list(rows["device"]) == [0]
+    assert list(rows["used"]) == [31 * GiB]
+
+
+def test_a_device_nvml_cannot_identify_is_left_out() -> None:
+    sampler = nvml.NvmlSampler(
+        [{"index": 0, "uuid": "GPU-other"}],
+        lambda: TableBuffer(protocol.NVML_TABLE),
+        set,
+        nvml=FakeNvml(),
+    )
+    assert not sampler.open()
 
 
 def test_without_a_driver_nvml_is_simply_absent(monkeypatch: pytest.MonkeyPatch) -> None:

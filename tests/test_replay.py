@@ -150,3 +150,58 @@ def test_live_decoding_in_small_pieces_equals_loading_the_file(tmp_path) -> None
     assert np.array_equal(loaded.tables["ram"]["rss"], live.profile.tables["ram"]["rss"])
     assert np.array_equal(loaded.tables["ram"].t, live.profile.tables["ram"].t)
     assert loaded.output_text() == live.profile.output_text() == "héllo\n"
+
+
+def test_a_character_split_between_two_output_frames_is_decoded_whole() -> None:
+    text = "naïve ✓\n".encode()
+    cut = text.index("✓".encode()) + 1
+    builder = ProfileBuilder()
+    feed_all(
+        builder,
+        [
+            run_frame(),
+            protocol.output_frame(protocol.STDOUT, T0, text[:cut]),
+            protocol.output_frame(protocol.STDOUT, T0 + 1, text[cut:]),
+        ],
+    )
+    assert builder.profile.output_text() == "naïve ✓\n"
+
+
+def test_an_event_with_fields_of_the_wrong_shape_cannot_break_loading() -> None:
+    events = [
+        {"t": T0, "type": "cuda_init", "devices": None},
+        {"t": T0, "type": "cuda_init", "devices": 5},
+        {"t": T0, "type": "child_started", "pid": "x"},
+        {"t": T0, "type": "child_exited", "pid": [1]},
+        {"t": T0, "type": "warning", "message": 3},
+        {"t": T0, "type": "torch_imported", "version": {"a": 1}},
+    ]
+    builder = ProfileBuilder()
+    feed_all(builder, [run_frame(), protocol.encode_json_frame(protocol.EVENTS, events)])
+    assert builder.profile.info.devices == []
+    assert builder.profile.children == {}
+    assert builder.profile.warnings == []
+
+
+def test_a_file_whose_tail_is_zero_filled_loads_up_to_the_last_write(tmp_path) -> None:
+    path = tmp_path / "p.memsight"
+    writer = ProfileWriter(path)
+    buffer = TableBuffer(protocol.RAM_TABLE)
+    for i in range(10):
+        buffer.add((T0 + i, 1, 1, 0, 1))
+    for frame in (run_frame(), protocol.RAM_TABLE.frame(), buffer.drain()):
+        writer.write(frame)
+    writer.close()
+    with open(path, "ab") as f:
+        f.write(bytes(8192))
+    profile = load_profile(path)
+    assert profile.sample_count == 10
+    assert any("cut off" in w for w in profile.warnings)
+
+
+def test_a_truncated_compressed_payload_is_refused() -> None:
+    import zlib
+
+    data = zlib.compress(b"[]" * 1000)[:-6]
+    with pytest.raises(ProtocolError, match="truncated"):
+        protocol.unpack_payload(protocol.EVENTS | protocol.COMPRESSED, data)

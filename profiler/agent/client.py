@@ -19,6 +19,7 @@ from .. import protocol
 from ..protocol import GPU_TABLE, encode_json_frame
 
 FLUSH_S = 0.1
+EVENTS_PER_FRAME = 500  # keeps every frame far below the recorder's size limit
 IDLE_POLL_S = 0.05  # how often to look for torch / CUDA before CUDA is in use
 
 
@@ -167,11 +168,12 @@ class Agent:
         frames = []
         if rows:
             frames.append(GPU_TABLE.rows_frame(rows))
-        if events:
+        for start in range(0, len(events), EVENTS_PER_FRAME):
+            batch = events[start : start + EVENTS_PER_FRAME]
             try:
-                frames.append(encode_json_frame(protocol.EVENTS, events))
+                frames.append(encode_json_frame(protocol.EVENTS, batch))
             except (TypeError, ValueError):
-                frames.append(encode_json_frame(protocol.EVENTS, [_plain(e) for e in events]))
+                frames.append(encode_json_frame(protocol.EVENTS, _plain(batch)))
         if not frames:
             return True
         try:
@@ -190,14 +192,14 @@ class Agent:
             self._sock.close()
 
 
-def _plain(event: Dict[str, Any]) -> Dict[str, Any]:
-    """An event made JSON-safe: anything exotic becomes its repr."""
-    out: Dict[str, Any] = {}
-    for key, value in event.items():
-        if isinstance(value, (str, int, bool)) or value is None:
-            out[key] = value
-        elif isinstance(value, float):
-            out[key] = value if value == value and abs(value) != float("inf") else None
-        else:
-            out[key] = repr(value)[:1000]
-    return out
+def _plain(value: Any) -> Any:
+    """`value` made JSON-safe: NaN and infinities become None, unknown objects their repr."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, float):
+        return value if value == value and abs(value) != float("inf") else None
+    if isinstance(value, (str, int, bool)) or value is None:
+        return value
+    return repr(value)[:1000]

@@ -34,13 +34,19 @@ class CudaSampler:
         devices = []
         for index in range(self.device_count):
             props = self.cuda.get_device_properties(index)
-            devices.append(
-                {
-                    "index": index,
-                    "name": str(getattr(props, "name", "")),
-                    "total_bytes": int(getattr(props, "total_memory", 0)),
-                }
-            )
+            device: Dict[str, Any] = {
+                "index": index,
+                "name": str(getattr(props, "name", "")),
+                "total_bytes": int(getattr(props, "total_memory", 0)),
+            }
+            # Identities that let the recorder find the same device in NVML's numbering.
+            uuid = getattr(props, "uuid", None)
+            if uuid is not None:
+                device["uuid"] = str(uuid)
+            pci = [getattr(props, "pci_" + k + "_id", None) for k in ("domain", "bus", "device")]
+            if all(isinstance(v, int) for v in pci):
+                device["pci"] = pci
+            devices.append(device)
         return devices
 
     def read(self, device: int) -> Dict[str, int]:

@@ -23,7 +23,8 @@ from profiler.protocol import FrameReader, ProtocolError, TableSchema
 HELLO_TIMEOUT_S = 5.0
 MAX_HELLO = 64 * 1024
 MAX_PENDING = 8  # unauthenticated connections held at once
-MAX_LOGGED_REJECTIONS = 100
+MAX_LOGGED_REJECTIONS = 100  # frames and connections; past this they are only counted
+MAX_VALUE = 2**63 - 1  # sample values are stored as int64
 
 # Events that only the recorder itself may write.
 RECORDER_EVENTS = frozenset(
@@ -35,6 +36,8 @@ RECORDER_EVENTS = frozenset(
         "agent_connected",
         "frame_rejected",
         "connection_rejected",
+        "warning",
+        "output_truncated",
     }
 )
 RECORDER_TABLES = frozenset({"ram", "children", "nvml"})
@@ -44,7 +47,7 @@ class AgentHandler(Protocol):
     def on_hello(self, hello: dict[str, Any]) -> None: ...
     def on_schema(self, schema: TableSchema) -> None: ...
     def on_rows(self, schema: TableSchema, rows: list[tuple[int, ...]]) -> None: ...
-    def on_events(self, payload: bytes) -> None: ...
+    def on_events(self, payload: bytes, events: list[dict[str, Any]]) -> None: ...
     def on_log(self, kind: str, **data: Any) -> None: ...
 
 
@@ -109,9 +112,7 @@ class AgentServer(threading.Thread):
         pending = sum(1 for c in self._conns.values() if not c.authenticated)
         if pending >= MAX_PENDING:
             sock.close()
-            self._log(
-                "connection_rejected", reason="too many unauthenticated connections", peer=peer
-            )
+            self._count_rejection("connection_rejected", reason="too many connections", peer=peer)
             return
         sock.setblocking(False)
         conn = _Connection(sock, peer)
@@ -150,7 +151,9 @@ class AgentServer(threading.Thread):
             return
         hello = protocol.check_hello(protocol.decode_json(payload))
         if self._token_used or not hmac.compare_digest(
-            hello["token"].encode(), self.token.encode()
+            # surrogatepass: a JSON string may hold lone surrogates that strict UTF-8 refuses
+            hello["token"].encode("utf-8", "surrogatepass"),
+            self.token.encode(),
         ):
             self._reject_connection(conn, "wrong or reused token")
             return
@@ -158,8 +161,7 @@ class AgentServer(threading.Thread):
         conn.authenticated = True
         conn.reader.max_payload = protocol.MAX_PAYLOAD
         conn.reader.lenient = True
-        hello.pop("token", None)
-        self.handler.on_hello(hello)
+        self.handler.on_hello(_hello_fields(hello))
         self.connected.set()
 
     def _handle(self, conn: _Connection, kind: int, payload: bytes) -> None:
@@ -170,7 +172,7 @@ class AgentServer(threading.Thread):
                 for event in events:
                     if event["type"] in RECORDER_EVENTS:
                         raise ProtocolError(f"agent may not send {event['type']!r} events")
-                self.handler.on_events(payload)
+                self.handler.on_events(payload, events)
             elif kind == protocol.SAMPLES:
                 table_id, encoding, data = protocol.split_samples(payload)
                 schema = conn.schemas.get(table_id)
@@ -178,13 +180,18 @@ class AgentServer(threading.Thread):
                     raise ProtocolError(f"samples for undeclared table {table_id}")
                 if encoding != protocol.ROWS or len(data) % schema.row.size:
                     raise ProtocolError("sample block is malformed")
-                self.handler.on_rows(schema, list(schema.row.iter_unpack(data)))
+                rows = list(schema.row.iter_unpack(data))
+                if any(value > protocol.INT64_MAX for row in rows for value in row):
+                    raise ProtocolError("sample value does not fit in a signed 64-bit integer")
+                self.handler.on_rows(schema, rows)
             elif kind == protocol.SCHEMA:
                 schema = TableSchema.from_json(protocol.decode_json(payload))
                 if schema.id < protocol.AGENT_TABLE_BASE or schema.name in RECORDER_TABLES:
                     raise ProtocolError(f"agent may not declare table {schema.name!r}")
-                if schema.id in conn.schemas:
-                    raise ProtocolError(f"table {schema.id} declared twice")
+                if schema.id in conn.schemas or any(
+                    other.name == schema.name for other in conn.schemas.values()
+                ):
+                    raise ProtocolError(f"table {schema.id} ({schema.name}) declared twice")
                 conn.schemas[schema.id] = schema
                 self.handler.on_schema(schema)
             else:
@@ -195,13 +202,17 @@ class AgentServer(threading.Thread):
             self._log_rejection(str(exc))
 
     def _log_rejection(self, reason: str) -> None:
-        self.rejections += 1
-        if self.rejections <= MAX_LOGGED_REJECTIONS:
-            self._log("frame_rejected", reason=reason)
+        self._count_rejection("frame_rejected", reason=reason)
 
     def _reject_connection(self, conn: _Connection, reason: str) -> None:
-        self._log("connection_rejected", reason=reason, peer=conn.peer)
+        self._count_rejection("connection_rejected", reason=reason, peer=conn.peer)
         self._drop(conn)
+
+    def _count_rejection(self, kind: str, **data: Any) -> None:
+        """Log a rejection, up to MAX_LOGGED_REJECTIONS of them: a flood cannot grow the file."""
+        self.rejections += 1
+        if self.rejections <= MAX_LOGGED_REJECTIONS:
+            self._log(kind, **data)
 
     def _drop(self, conn: _Connection) -> None:
         if self._conns.pop(conn.sock, None) is None:
@@ -225,3 +236,13 @@ def wait_for(event: threading.Event, timeout: float, alive: Callable[[], bool]) 
             return event.is_set()
         event.wait(min(remaining, 0.05))
     return True
+
+
+def _hello_fields(hello: dict[str, Any]) -> dict[str, Any]:
+    """The hello's descriptive fields that are recorded, each only with its expected type."""
+    fields: dict[str, Any] = {"pid": hello["pid"]}
+    for key in ("python_version", "executable"):
+        value = hello.get(key)
+        if isinstance(value, str):
+            fields[key] = value[:1000]
+    return fields

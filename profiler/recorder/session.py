@@ -135,10 +135,11 @@ class Recording:
     def on_rows(self, schema: TableSchema, rows: list[tuple[int, ...]]) -> None:
         self._table(schema).extend(rows)
 
-    def on_events(self, payload: bytes) -> None:
+    def on_events(self, payload: bytes, events: list[dict[str, Any]]) -> None:
         self.emit(protocol.encode_frame(protocol.EVENTS, payload, compress=len(payload) > 1024))
-        if self._nvml is None and b'"type":"cuda_init"' in payload:
-            self._start_nvml()
+        for event in events:
+            if event["type"] == "cuda_init" and self._nvml is None:
+                self._start_nvml(event.get("devices"))
 
     def on_log(self, kind: str, **data: Any) -> None:
         self.event(kind, **data)
@@ -234,18 +235,19 @@ class Recording:
     def _flush_loop(self) -> None:
         period = LIVE_FLUSH_S if self.live is not None else FLUSH_S
         while not self._stop_flush.wait(period):
-            self.flush()
+            try:
+                self.flush()
+            except Exception as exc:  # keep flushing: losing one block beats losing the rest
+                self.event("warning", message=f"a block of samples was lost: {exc}")
 
-    def _start_nvml(self) -> None:
-        nvml = nvml_mod.load_nvml()
-        if nvml is None:
-            return
-        try:
-            sampler = nvml_mod.NvmlSampler(nvml, self._table(NVML_TABLE), self.tree_pids)
-        except Exception:
-            return
-        self._nvml = sampler
-        sampler.start()
+    def _start_nvml(self, devices: Any) -> None:
+        cuda_devices = (
+            [d for d in devices if isinstance(d, dict)] if isinstance(devices, list) else []
+        )
+        self._nvml = nvml_mod.NvmlSampler(
+            cuda_devices, lambda: self._table(NVML_TABLE), self.tree_pids
+        )
+        self._nvml.start()
 
     def tree_pids(self) -> set[int]:
         pids = set(self.tree.known) if self.tree is not None else set()
