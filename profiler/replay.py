@@ -176,6 +176,9 @@ class ProfileBuilder:
 
     def _apply_event(self, raw: dict[str, Any]) -> None:
         data = {k: v for k, v in raw.items() if k not in ("t", "type")}
+        end = data.get("end")
+        if isinstance(end, int) and not isinstance(end, bool):
+            data["end"] = self._rel(end)  # spans end on the same clock they start on
         event = Event(self._rel(raw["t"]), raw["type"], data)
         self.profile.events.append(event)
         info, kind = self.profile.info, event.type

@@ -13,13 +13,17 @@ import socket
 import sys
 import threading
 import time
-from typing import Any, Dict, List, Set
+from typing import Any, Dict, List, Optional, Set
 
 from .. import protocol
 from ..protocol import GPU_TABLE, encode_json_frame
+from . import oom
+from .runner import format_traceback
 
 FLUSH_S = 0.1
 EVENTS_PER_FRAME = 500  # keeps every frame far below the recorder's size limit
+EXC_ID_ATTR = "_memsight_exc_id"
+MONITORING_TOOL_IDS = (2, 3, 4)  # sys.monitoring.PROFILER_ID, then ids no tool claims
 IDLE_POLL_S = 0.05  # how often to look for torch / CUDA before CUDA is in use
 
 
@@ -29,15 +33,23 @@ def start_agent(config: Dict[str, Any]) -> "Agent":
         port=int(config["port"]),
         token=str(config["token"]),
         interval_s=max(float(config.get("interval_ms", 10)) / 1000.0, 0.0005),
+        hooks=bool(config.get("hooks", True)),
     )
     agent.start()
     return agent
 
 
 class Agent:
-    def __init__(self, host: str, port: int, token: str, interval_s: float) -> None:
+    def __init__(
+        self, host: str, port: int, token: str, interval_s: float, hooks: bool = True
+    ) -> None:
         self.pid = os.getpid()
         self.interval_s = interval_s
+        self.hooks = hooks
+        self.instrumentation: Any = None  # instrument.Instrumentation once torch is imported
+        self._watcher: Any = None
+        self._reader: Any = None
+        self._exception_ids = 0
         self._lock = threading.Lock()
         self._events: List[Dict[str, Any]] = []
         self._rows = bytearray()
@@ -57,6 +69,13 @@ class Agent:
         os.register_at_fork(after_in_child=self._forked)
 
     def start(self) -> None:
+        if self.hooks and "torch" not in sys.modules:
+            from .imports import TorchImportWatcher
+
+            self._watcher = TorchImportWatcher(self._torch_imported)
+            self._watcher.install()
+        if self.hooks:
+            self._start_monitoring()
         self._thread.start()
         import atexit
 
@@ -65,10 +84,10 @@ class Agent:
 
     # -- API used from the target's threads -------------------------------------------------
 
-    def event(self, type_: str, **data: Any) -> None:
+    def event(self, type_: str, t: Optional[int] = None, **data: Any) -> None:
         if self._closed or os.getpid() != self.pid:
             return
-        data["t"] = time.monotonic_ns()
+        data["t"] = time.monotonic_ns() if t is None else t
         data["type"] = type_
         with self._lock:
             self._events.append(data)
@@ -80,20 +99,88 @@ class Agent:
         self._errors.add(where)
         self.event("agent_error", where=where, error="%s: %s" % (type(exc).__name__, exc))
 
-    def report_exception(self, exc: BaseException, uncaught: bool) -> None:
-        try:
-            from .runner import format_traceback
+    def report_exception(self, exc: BaseException, where: str, uncaught: bool = False) -> None:
+        """Record an out-of-memory error (any error when `uncaught`), once per exception.
 
+        The same exception may be seen several times (a forward hook, then the top level); it
+        keeps one exc_id, and a later uncaught report says it was not handled after all.
+        """
+        try:
             exc_type = type(exc)
+            type_name = "%s.%s" % (exc_type.__module__, exc_type.__qualname__)
+            message = str(exc)
+            kind = oom.classify(type_name, message)
+            if kind is None and not uncaught:
+                return
+            # The id travels on the exception itself: ids of freed exceptions are reused at
+            # once, and holding the object would keep its frames' tensors alive.
+            known = getattr(exc, EXC_ID_ATTR, None)
+            if known is not None and not uncaught:
+                return
+            if known is None:
+                self._exception_ids += 1
+                known = self._exception_ids
+                with contextlib.suppress(AttributeError, TypeError):
+                    setattr(exc, EXC_ID_ATTR, known)
+            context = self.instrumentation
             self.event(
                 "exception",
-                exc_type="%s.%s" % (exc_type.__module__, exc_type.__qualname__),
-                message=str(exc)[:20000],
+                exc_id=known,
+                exc_type=type_name,
+                message=message[:20000],
                 traceback=format_traceback(exc.__traceback__),
                 uncaught=uncaught,
+                where=where,
+                oom=kind,
+                numbers=oom.parse_numbers(message) if kind is not None else {},
+                phase=context.phase if context is not None else None,
+                iteration=context.steps if context is not None else None,
+                memory=context.memory_state() if context is not None else {},
             )
         except Exception as err:
             self.error("report_exception", err)
+
+    def _start_monitoring(self) -> None:
+        """On Python 3.12+, see every raised MemoryError/RuntimeError, caught or not.
+
+        sys.monitoring (PEP 669) is not sys.settrace: with only RAISE enabled, code runs at full
+        speed and the callback sees raises alone.
+        """
+        monitoring = getattr(sys, "monitoring", None)
+        if monitoring is None:
+            return
+        for tool in MONITORING_TOOL_IDS:
+            try:
+                monitoring.use_tool_id(tool, "memsight")
+            except ValueError:
+                continue  # taken by another tool (a debugger, coverage)
+            monitoring.register_callback(tool, monitoring.events.RAISE, self._on_raise)
+            monitoring.set_events(tool, monitoring.events.RAISE)
+            return
+
+    def _on_raise(self, code: Any, offset: int, exc: BaseException) -> None:
+        if isinstance(exc, (MemoryError, RuntimeError)):
+            self.report_exception(exc, where="raise")
+
+    def cuda_reader(self) -> Any:
+        """A CudaSampler for reads from the script's threads (CUDA must be initialised)."""
+        if self._reader is None:
+            from .cuda import CudaSampler
+
+            self._reader = CudaSampler(self._torch or sys.modules["torch"])
+        return self._reader
+
+    def _torch_imported(self, torch: Any) -> None:
+        """Runs in the importing thread as `import torch` completes (hooks enabled)."""
+        self._announce_torch(torch)
+        try:
+            from .instrument import Instrumentation
+
+            instrumentation = Instrumentation(self, torch)
+            instrumentation.install()
+            self.instrumentation = instrumentation
+        except Exception as exc:
+            self.error("instrumentation", exc)
 
     def close(self) -> None:
         if self._closed or os.getpid() != self.pid:
@@ -143,12 +230,19 @@ class Agent:
         spec = getattr(torch, "__spec__", None)
         if spec is not None and getattr(spec, "_initializing", False):
             return  # still being imported by the script
-        self._torch = torch
+        self._announce_torch(torch)
+
+    def _announce_torch(self, torch: Any) -> None:
+        with self._lock:
+            if self._torch is not None:
+                return
+            self._torch = torch
         version = getattr(torch, "version", None)
         self.event(
             "torch_imported",
             version=str(getattr(torch, "__version__", "")),
             cuda=getattr(version, "cuda", None),
+            hooks=self.hooks,
         )
 
     def _find_cuda(self) -> None:

@@ -59,7 +59,7 @@ def _guarded(agent: Any, package_root: str, run: Any, target: str, args: List[st
         tb = _strip_own_frames(exc.__traceback__, package_root)
         exc.__traceback__ = tb
         if agent is not None:
-            agent.report_exception(exc, uncaught=True)
+            agent.report_exception(exc, where="uncaught", uncaught=True)
         sys.excepthook(type(exc), exc, tb)
         # Re-raise so the interpreter ends the process exactly as it would have (exit status 1,
         # or death by SIGINT for KeyboardInterrupt), with the traceback already printed above.

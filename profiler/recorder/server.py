@@ -109,11 +109,12 @@ class AgentServer(threading.Thread):
         except OSError:
             return
         peer = f"{addr[0]}:{addr[1]}"
-        pending = sum(1 for c in self._conns.values() if not c.authenticated)
-        if pending >= MAX_PENDING:
-            sock.close()
-            self._count_rejection("connection_rejected", reason="too many connections", peer=peer)
-            return
+        pending = [c for c in self._conns.values() if not c.authenticated]
+        if len(pending) >= MAX_PENDING:
+            # Make room by dropping the oldest silent peer: idle connections must not be able
+            # to lock the real agent out.
+            oldest = min(pending, key=lambda c: c.deadline)
+            self._reject_connection(oldest, "too many connections waiting for a hello")
         sock.setblocking(False)
         conn = _Connection(sock, peer)
         self._conns[sock] = conn

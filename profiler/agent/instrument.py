@@ -1,0 +1,585 @@
+"""PyTorch instrumentation: iterations, phases, modes, zero_grad, memory breakdown, OOMs.
+
+Installed in the importing thread right after `import torch` (see imports.py), using public
+or feature-detected APIs only:
+
+- optimizer steps: the global optimizer step pre/post hooks; each step is an event carrying
+  the memory state, whether gradients were cleared since the previous step, and (measured
+  for the first steps, then at most once a second) the bytes of parameters, gradients and
+  optimizer state;
+- forward spans: hooks on the *outermost* modules only. Global forward hooks run briefly to
+  discover which modules are called at depth 0 ("roots"); each root then gets its own
+  instance hooks and the global hooks are removed, so leaf modules keep PyTorch's fast path.
+  Discovery runs again when a module is constructed, after train()/eval() switches, at
+  epoch starts and every 10 s;
+- backward spans: a gradient hook on one output tensor of a root forward marks the start,
+  and a callback queued on the autograd engine marks the end. No full backward hooks: they
+  break in-place operations such as ReLU(inplace=True);
+- modes: Module.train (so eval() too), Module.__init__, Optimizer.zero_grad,
+  Module.zero_grad and DataLoader.__iter__ are wrapped at class level to record switches,
+  new modules, clearing and epochs;
+- OOMs: CUDA's allocator OOM observer and forward spans that end in an OOM exception
+  (caught by the script or not); the agent adds sys.monitoring RAISE events on Python 3.12+
+  and uncaught errors.
+
+Nothing here changes values the script computes: no RNG use, no grad-mode changes, no
+tensor writes. Everything inside torch.compile'd regions is skipped.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+import sys
+import threading
+import time
+import weakref
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+
+DISCOVERY_FORWARDS = 3  # root forwards without a new root before discovery ends
+REDISCOVER_NS = 10 * 1_000_000_000
+BREAKDOWN_WARMUP_STEPS = 3
+BREAKDOWN_EVERY_NS = 1_000_000_000
+
+
+def _now() -> int:
+    return time.monotonic_ns()
+
+
+class Instrumentation:
+    def __init__(self, agent: Any, torch: Any) -> None:
+        self.agent = agent
+        self.torch = torch
+        self._local = threading.local()
+        self._handles: List[Any] = []
+        self._discovery: List[Any] = []
+        self._patches: List[Tuple[Any, str, Any]] = []
+        self.roots: "weakref.WeakKeyDictionary[Any, List[Any]]" = weakref.WeakKeyDictionary()
+        self._quiet_forwards = 0
+        self._next_discovery = 0
+        self.phase: Optional[str] = None
+        self.steps = 0
+        self._step_depth = 0
+        self._step_start = 0
+        self._forward_ids = 0
+        self._backward_start: Optional[int] = None
+        self._backward_forwards: List[int] = []
+        self._zero_grad_called = False
+        self._grad_refs: Dict[int, List[Tuple[Any, Any]]] = {}
+        self._breakdowns: Dict[int, Tuple[int, int]] = {}  # optimizer id -> (time, steps)
+        self._datasets: "weakref.WeakKeyDictionary[Any, List[int]]" = weakref.WeakKeyDictionary()
+        self._dataset_ids = 0
+        self._observer_attached = False
+        self._cleared: Optional[str] = None
+        self._statm: Optional[int] = None
+        compiler = getattr(torch, "compiler", None)
+        self._is_compiling: Callable[[], bool] = getattr(compiler, "is_compiling", lambda: False)
+        self._queue_callback = _engine_queue_callback(torch)
+
+    # -- install / uninstall ----------------------------------------------------------------
+
+    def install(self) -> None:
+        torch = self.torch
+        optim = importlib.import_module("torch.optim.optimizer")
+        self._handles.append(optim.register_optimizer_step_pre_hook(self._step_pre))
+        self._handles.append(optim.register_optimizer_step_post_hook(self._step_post))
+        self._wrap(torch.optim.Optimizer, "zero_grad", self._zero_grad_wrapper)
+        self._wrap(torch.nn.Module, "zero_grad", self._zero_grad_wrapper)
+        self._wrap(torch.nn.Module, "train", self._train_wrapper)
+        self._wrap(torch.nn.Module, "__init__", self._init_wrapper)
+        self._wrap(torch.utils.data.DataLoader, "__iter__", self._iter_wrapper)
+        self._start_discovery()
+
+    def uninstall(self) -> None:
+        self._stop_discovery()
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+        for _root, handles in list(self.roots.items()):
+            for handle in handles:
+                handle.remove()
+        self.roots = weakref.WeakKeyDictionary()
+        for owner, name, original in reversed(self._patches):
+            setattr(owner, name, original)
+        self._patches.clear()
+
+    def _wrap(self, owner: Any, name: str, make: Callable[[Any], Any]) -> None:
+        original = owner.__dict__[name]
+        wrapper = functools.wraps(original)(make(original))
+        self._patches.append((owner, name, original))
+        setattr(owner, name, wrapper)
+
+    # -- root discovery -----------------------------------------------------------------------
+
+    def _start_discovery(self) -> None:
+        if self._discovery:
+            return
+        module = importlib.import_module("torch.nn.modules.module")
+        self._quiet_forwards = 0
+        self._discovery.append(module.register_module_forward_pre_hook(self._discover_pre))
+        self._discovery.append(
+            module.register_module_forward_hook(self._discover_post, **_always())
+        )
+        self._next_discovery = _now() + REDISCOVER_NS
+
+    def _stop_discovery(self) -> None:
+        for handle in self._discovery:
+            handle.remove()
+        self._discovery.clear()
+
+    def _depth(self) -> int:
+        return getattr(self._local, "depth", 0)
+
+    def _discover_pre(self, module: Any, args: Any) -> None:
+        if self._is_compiling():
+            return
+        depth = self._depth()
+        self._local.depth = depth + 1
+        # Adopt only modules called while no root forward is open in this thread: discovery
+        # can start in the middle of a forward, where the depth count knows nothing yet.
+        if (
+            depth == 0
+            and not self._stack()
+            and module not in self.roots
+            and not _is_scripted(module)
+        ):
+            self._adopt(module, args)
+
+    def _discover_post(self, module: Any, args: Any, output: Any) -> None:
+        if self._is_compiling():
+            return
+        self._local.depth = max(0, self._depth() - 1)
+
+    def _adopt(self, module: Any, args: Any) -> None:
+        try:
+            handles = [
+                module.register_forward_pre_hook(self._root_pre),
+                module.register_forward_hook(self._root_post, **_always()),
+            ]
+        except Exception as exc:
+            self.agent.error("adopt_root", exc)
+            return
+        self.roots[module] = handles
+        self._quiet_forwards = 0
+        # This call's instance pre-hooks were listed before the module had ours: open it here.
+        self._root_pre(module, args)
+
+    def _maybe_rediscover(self) -> None:
+        if not self._discovery and _now() >= self._next_discovery:
+            self._start_discovery()
+
+    # -- forward / backward spans ---------------------------------------------------------------
+
+    def _stack(self) -> List[List[Any]]:
+        stack = getattr(self._local, "stack", None)
+        if stack is None:
+            stack = self._local.stack = []
+        return stack
+
+    def _root_pre(self, module: Any, args: Any) -> None:
+        if self._is_compiling():
+            return
+        stack = self._stack()
+        if len(stack) > 64:  # spans left open by KeyboardInterrupt and the like
+            stack.clear()
+        if not self._observer_attached:
+            self._attach_oom_observer()
+        self._forward_ids += 1
+        torch = self.torch
+        stack.append(
+            [
+                module,
+                _now(),
+                self._forward_ids,
+                bool(module.training),
+                torch.is_grad_enabled(),
+                self._autocast(),
+            ]
+        )
+        self.phase = "forward"
+
+    def _root_post(self, module: Any, args: Any, output: Any) -> None:
+        if self._is_compiling():
+            return
+        stack = self._stack()
+        if not stack or stack[-1][0] is not module:
+            return
+        _, start, forward_id, training, grad, autocast = stack.pop()
+        end = _now()
+        failed = sys.exc_info()[1]  # set when the forward raised (always_call hooks)
+        watched = False
+        if failed is not None:
+            self.observe_exception(failed, where="forward")
+        elif grad:
+            watched = self._watch_backward(output, forward_id)
+        self.agent.event(
+            "forward",
+            t=start,
+            end=end,
+            id=forward_id,
+            module=type(module).__name__,
+            training=training,
+            grad=grad,
+            autocast=autocast,
+            requires_grad=watched,
+            depth=len(stack),
+        )
+        if not stack:
+            self.phase = "backward" if self._backward_start is not None else None
+        if failed is None and self._discovery and not stack:
+            self._quiet_forwards += 1
+            if self._quiet_forwards >= DISCOVERY_FORWARDS:
+                self._stop_discovery()
+        elif failed is None and not stack:
+            self._maybe_rediscover()
+
+    def _autocast(self) -> Optional[str]:
+        torch = self.torch
+        try:
+            for device in ("cuda", "cpu"):
+                if torch.is_autocast_enabled(device):
+                    return device
+            return None
+        except TypeError:  # torch < 2.4: no device argument
+            if torch.is_autocast_enabled():
+                return "cuda"
+            cpu = getattr(torch, "is_autocast_cpu_enabled", None)
+            return "cpu" if cpu is not None and cpu() else None
+
+    def _watch_backward(self, output: Any, forward_id: int) -> bool:
+        tensor = _first_grad_tensor(self.torch, output)
+        if tensor is None:
+            return False
+        try:
+            tensor.register_hook(functools.partial(self._backward_started, forward_id))
+        except Exception:
+            return False
+        return True
+
+    def _backward_started(self, forward_id: int, _grad: Any) -> None:
+        if self._backward_start is not None:
+            self._backward_forwards.append(forward_id)
+            return None
+        self._backward_start = _now()
+        self._backward_forwards = [forward_id]
+        self.phase = "backward"
+        if self._queue_callback is not None:
+            try:
+                self._queue_callback(self._backward_finished)
+            except Exception as exc:
+                self.agent.error("queue_callback", exc)
+        return None
+
+    def _backward_finished(self) -> None:
+        start, self._backward_start = self._backward_start, None
+        if start is None:
+            return
+        self.agent.event("backward", t=start, end=_now(), forwards=self._backward_forwards)
+        self._backward_forwards = []
+        if self.phase == "backward":
+            self.phase = None
+
+    # -- optimizer steps ----------------------------------------------------------------------
+
+    def _step_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        self._step_depth += 1
+        if self._step_depth > 1:
+            return  # an optimizer wrapping another: count the outermost step only
+        if self._backward_start is not None and self._queue_callback is None:
+            self._backward_finished()
+        if not self._observer_attached:
+            self._attach_oom_observer()
+        self._step_start = _now()
+        self._cleared = self._cleared_how(optimizer)
+        self.phase = "optimizer"
+
+    def _step_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        self._step_depth = max(0, self._step_depth - 1)
+        if self._step_depth:
+            return
+        self.steps += 1
+        end = _now()
+        data: Dict[str, Any] = {
+            "end": end,
+            "index": self.steps,
+            "optimizer": type(optimizer).__name__,
+            "cleared": self._cleared,
+            "memory": self.memory_state(),
+        }
+        breakdown = self._breakdown(optimizer, end)
+        if breakdown is not None:
+            data["breakdown"] = breakdown
+        self.agent.event("step", t=self._step_start, **data)
+        self._zero_grad_called = False
+        self._remember_grads(optimizer)
+        self.phase = None
+        if self._discovery:
+            self._stop_discovery()
+        else:
+            self._maybe_rediscover()
+
+    def _cleared_how(self, optimizer: Any) -> Optional[str]:
+        """How the gradients were cleared since this optimizer's previous step, if they were."""
+        if self._zero_grad_called:
+            return "zero_grad"
+        refs = self._grad_refs.get(id(optimizer))
+        if refs is None:
+            return "first_step"
+        for param_ref, grad_ref in refs:
+            param = param_ref()
+            if param is None:
+                continue
+            grad = param.grad
+            if grad is None or grad is not grad_ref():
+                return "grad_replaced"  # set to None (or replaced) and recomputed
+        return None
+
+    def _remember_grads(self, optimizer: Any) -> None:
+        refs = []
+        for group in optimizer.param_groups:
+            for param in group["params"]:
+                if param.grad is not None:
+                    refs.append((weakref.ref(param), weakref.ref(param.grad)))
+                    if len(refs) >= 4:
+                        break
+            if len(refs) >= 4:
+                break
+        self._grad_refs[id(optimizer)] = refs
+
+    def _breakdown(self, optimizer: Any, now: int) -> Optional[Dict[str, Dict[str, int]]]:
+        last_time, measured = self._breakdowns.get(id(optimizer), (0, 0))
+        if measured >= BREAKDOWN_WARMUP_STEPS and now - last_time < BREAKDOWN_EVERY_NS:
+            return None
+        try:
+            result = measure_breakdown(optimizer)
+        except Exception as exc:
+            self.agent.error("breakdown", exc)
+            return None
+        self._breakdowns[id(optimizer)] = (now, measured + 1)
+        return result
+
+    # -- modes, zero_grad, epochs ---------------------------------------------------------------
+
+    def _zero_grad_wrapper(self, original: Any) -> Any:
+        inst = self
+
+        def zero_grad(owner: Any, *args: Any, **kwargs: Any) -> Any:
+            inst._zero_grad_called = True
+            return original(owner, *args, **kwargs)
+
+        return zero_grad
+
+    def _init_wrapper(self, original: Any) -> Any:
+        inst = self
+
+        def __init__(module: Any, *args: Any, **kwargs: Any) -> None:
+            original(module, *args, **kwargs)
+            if not inst._discovery:
+                inst._start_discovery()  # a new module may be called at the top level
+
+        return __init__
+
+    def _train_wrapper(self, original: Any) -> Any:
+        inst = self
+
+        def train(module: Any, mode: bool = True) -> Any:
+            depth = getattr(inst._local, "train_depth", 0)
+            before = module.training
+            inst._local.train_depth = depth + 1
+            try:
+                result = original(module, mode)
+            finally:
+                inst._local.train_depth = depth
+            if depth == 0 and before != module.training:
+                inst.agent.event("mode", training=module.training, module=type(module).__name__)
+                inst._start_discovery()
+            return result
+
+        return train
+
+    def _iter_wrapper(self, original: Any) -> Any:
+        inst = self
+
+        def __iter__(loader: Any) -> Any:
+            start = _now()
+            iterator = original(loader)
+            try:
+                inst._epoch(loader, start)
+            except Exception as exc:
+                inst.agent.error("epoch", exc)
+            return iterator
+
+        return __iter__
+
+    def _epoch(self, loader: Any, start: int) -> None:
+        """A new iterator over a dataset starts an epoch of it.
+
+        Keyed by the dataset rather than the DataLoader, because many scripts build a new
+        DataLoader every epoch.
+        """
+        dataset = getattr(loader, "dataset", loader)
+        try:
+            entry = self._datasets.get(dataset)
+        except TypeError:  # not weak-referenceable: fall back to its identity
+            dataset = _Identity(dataset)
+            entry = self._datasets.get(dataset)
+        if entry is None:
+            self._dataset_ids += 1
+            entry = self._datasets[dataset] = [self._dataset_ids, 0]
+        entry[1] += 1
+        self.agent.event(
+            "epoch",
+            t=start,
+            loader=entry[0],
+            index=entry[1],
+            num_workers=int(getattr(loader, "num_workers", 0) or 0),
+            persistent_workers=bool(getattr(loader, "persistent_workers", False)),
+        )
+        self._start_discovery()
+
+    # -- memory state -----------------------------------------------------------------------
+
+    def memory_state(self) -> Dict[str, Any]:
+        state: Dict[str, Any] = {}
+        rss = self._rss()
+        if rss is not None:
+            state["rss"] = rss
+        cuda = getattr(self.torch, "cuda", None)
+        if cuda is not None and cuda.is_initialized():
+            try:
+                device = int(cuda.current_device())
+                stats = self.agent.cuda_reader().read(device)
+                state["cuda"] = {"device": device, **stats}
+            except Exception as exc:
+                self.agent.error("memory_state", exc)
+        return state
+
+    def _rss(self) -> Optional[int]:
+        try:
+            if self._statm is None:
+                self._statm = os.open("/proc/self/statm", os.O_RDONLY)
+            return int(os.pread(self._statm, 256, 0).split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError, IndexError, AttributeError):
+            return None
+
+    # -- out-of-memory capture ----------------------------------------------------------------
+
+    def _attach_oom_observer(self) -> None:
+        cuda = getattr(self.torch, "cuda", None)
+        if cuda is None or not cuda.is_initialized():
+            return
+        self._observer_attached = True
+        attach = getattr(
+            getattr(self.torch, "_C", None), "_cuda_attach_out_of_memory_observer", None
+        )
+        if attach is None:
+            return
+        try:
+            attach(self._oom_observed)
+        except Exception as exc:
+            self.agent.error("oom_observer", exc)
+
+    def _oom_observed(self, device: int, requested: int, limit: int, free: int) -> None:
+        try:
+            self.agent.event(
+                "oom_observed",
+                device=int(device),
+                requested=int(requested),
+                limit=int(limit),
+                free=int(free),
+                phase=self.phase,
+                iteration=self.steps,
+                memory=self.memory_state(),
+            )
+        except Exception as exc:
+            self.agent.error("oom_observed", exc)
+
+    def observe_exception(self, exc: BaseException, where: str) -> None:
+        self.agent.report_exception(exc, where=where)
+
+
+def measure_breakdown(optimizer: Any) -> Dict[str, Dict[str, int]]:
+    """Bytes of parameters, gradients and optimizer state, by device type.
+
+    Storages are counted once even when several tensors share them (tied weights, flat
+    parameter buffers).
+    """
+    totals: Dict[str, Dict[str, int]] = {"params": {}, "grads": {}, "state": {}}
+    seen: Set[Tuple[str, Any, int]] = set()
+
+    def add(kind: str, tensor: Any) -> None:
+        storage = tensor.untyped_storage()
+        key = (tensor.device.type, tensor.device.index, storage.data_ptr())
+        if key in seen or storage.data_ptr() == 0:
+            return
+        seen.add(key)
+        bucket = totals[kind]
+        bucket[tensor.device.type] = bucket.get(tensor.device.type, 0) + storage.nbytes()
+
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            add("params", param)
+            if param.grad is not None:
+                add("grads", param.grad)
+    for state in optimizer.state.values():
+        for value in state.values() if isinstance(state, dict) else ():
+            if hasattr(value, "untyped_storage") and value.dim() > 0:
+                add("state", value)
+    return totals
+
+
+def _always() -> Dict[str, Any]:
+    """always_call=True where this torch has it (2.1+): a forward that raises still ends."""
+    import inspect
+
+    try:
+        import torch.nn.modules.module as module_mod
+
+        params = inspect.signature(module_mod.register_module_forward_hook).parameters
+    except (ImportError, TypeError, ValueError):
+        return {}
+    return {"always_call": True} if "always_call" in params else {}
+
+
+class _Identity:
+    """A weak-referenceable stand-in keyed by an object's identity (kept alive by the key)."""
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Identity) and other.obj is self.obj
+
+
+def _is_scripted(module: Any) -> bool:
+    return type(module).__name__ in (
+        "RecursiveScriptModule",
+        "ScriptModule",
+        "TopLevelTracedModule",
+    )
+
+
+def _first_grad_tensor(torch: Any, output: Any, budget: int = 16) -> Any:
+    """The first tensor in a forward's output that requires grad and has a grad_fn."""
+    pending = [output]
+    while pending and budget > 0:
+        budget -= 1
+        item = pending.pop(0)
+        if isinstance(item, torch.Tensor):
+            if item.requires_grad and item.grad_fn is not None:
+                return item
+        elif isinstance(item, (list, tuple)):
+            pending.extend(item[:8])
+        elif isinstance(item, dict):
+            pending.extend(list(item.values())[:8])
+    return None
+
+
+def _engine_queue_callback(torch: Any) -> Optional[Callable[[Callable[[], None]], None]]:
+    variable = getattr(getattr(torch, "autograd", None), "Variable", None)
+    engine = getattr(variable, "_execution_engine", None)
+    return getattr(engine, "queue_callback", None)

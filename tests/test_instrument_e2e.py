@@ -1,0 +1,214 @@
+"""PyTorch instrumentation end to end: real training scripts under `memsight run`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.support import MEMSIGHT, child_env, find_python, run_memsight, run_plain, write_script
+
+TRAIN = """
+import sys
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+torch.manual_seed(0)
+mode = sys.argv[1]
+model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(inplace=True), nn.Linear(32, 1))
+opt = torch.optim.Adam(model.parameters(), 1e-2)
+data = TensorDataset(torch.randn(64, 16), torch.randn(64, 1))
+batches = 0
+for epoch in range(2):
+    model.train()
+    for x, y in DataLoader(data, batch_size=16):
+        batches += 1
+        if mode == "zero_grad" or (mode == "accumulate" and batches % 2 == 1):
+            opt.zero_grad()
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        if mode != "accumulate" or batches % 2 == 0:
+            opt.step()
+        print(f"{loss.item():.6f}")
+    model.eval()
+    with torch.no_grad():
+        model(data.tensors[0])
+    model(data.tensors[0])  # an evaluation pass that forgot no_grad
+"""
+
+
+def run_train(tmp_path: Path, mode: str, *options: str) -> tuple:
+    write_script(tmp_path, "train.py", TRAIN)
+    traced = run_memsight([*options, "train.py", mode], tmp_path, out=tmp_path / f"{mode}.memsight")
+    assert traced.returncode == 0, traced.stderr
+    return traced, traced.profile()
+
+
+def test_losses_are_identical_with_and_without_memsight(tmp_path: Path) -> None:
+    traced, _ = run_train(tmp_path, "zero_grad")
+    plain = run_plain(["train.py", "zero_grad"], tmp_path)
+    assert traced.stdout == plain.stdout
+    assert len(traced.stdout.splitlines()) == 8
+
+
+def test_iterations_epochs_phases_and_modes_are_recorded(tmp_path: Path) -> None:
+    traced, profile = run_train(tmp_path, "zero_grad")
+    steps = list(profile.events_of("step"))
+    assert [s.get("index") for s in steps] == list(range(1, 9))
+    assert all(s.get("cleared") == "zero_grad" and s.get("memory")["rss"] > 0 for s in steps)
+    assert [(e.get("loader"), e.get("index")) for e in profile.events_of("epoch")] == [
+        (1, 1),
+        (1, 2),
+    ]
+    forwards = list(profile.events_of("forward"))
+    assert len(forwards) == 8 + 2 * 2
+    evals = [f for f in forwards if not f.get("training")]
+    assert [f.get("grad") for f in evals] == [False, True, False, True]
+    backwards = list(profile.events_of("backward"))
+    assert len(backwards) == 8
+    followed = {fid for b in backwards for fid in b.get("forwards")}
+    assert all(f.get("id") not in followed for f in evals)
+    assert all(
+        f.t <= f.get("end") <= b.t
+        for f, b in zip([f for f in forwards if f.get("training")], backwards, strict=True)
+    )
+    assert [m.get("training") for m in profile.events_of("mode")] == [False, True, False]
+    report = subprocess.run(
+        [*MEMSIGHT, "report", str(traced.profile_path), "--json"],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+    )
+    assert json.loads(report.stdout)["run"]["iterations"] == 8
+
+
+def test_gradient_accumulation_clears_before_every_step(tmp_path: Path) -> None:
+    _, profile = run_train(tmp_path, "accumulate")
+    steps = list(profile.events_of("step"))
+    assert len(steps) == 4
+    assert [s.get("cleared") for s in steps] == ["zero_grad"] * 4
+    backwards_between = [
+        sum(1 for b in profile.events_of("backward") if (prev.t if prev else 0) <= b.t < s.t)
+        for prev, s in zip([None, *steps[:-1]], steps, strict=True)
+    ]
+    assert backwards_between == [2, 2, 2, 2]
+
+
+def test_a_loop_without_zero_grad_shows_no_clearing_after_the_first_step(tmp_path: Path) -> None:
+    _, profile = run_train(tmp_path, "none")
+    assert [s.get("cleared") for s in profile.events_of("step")] == ["first_step"] + [None] * 7
+
+
+def test_no_hooks_records_memory_only(tmp_path: Path) -> None:
+    traced, profile = run_train(tmp_path, "zero_grad", "--no-hooks")
+    assert not list(profile.events_of("step", "forward", "backward", "epoch", "mode"))
+    assert next(profile.events_of("torch_imported")).get("hooks") is False
+    assert traced.stdout == run_plain(["train.py", "zero_grad"], tmp_path).stdout
+
+
+OOM = """
+import sys
+import torch
+from torch import nn
+
+class Greedy(nn.Module):
+    def forward(self, x):
+        return torch.empty(2**50, dtype=torch.uint8)   # more than any machine has
+
+model = nn.Linear(4, 4)
+opt = torch.optim.SGD(model.parameters(), 0.1)
+for _ in range(2):
+    opt.zero_grad(); model(torch.ones(1, 4)).sum().backward(); opt.step()
+try:
+    Greedy()(torch.ones(1))
+except RuntimeError:
+    print("recovered")
+if sys.argv[1] == "uncaught":
+    Greedy()(torch.ones(1))
+"""
+
+
+def test_a_cpu_oom_is_recorded_with_its_numbers_phase_and_iteration_whether_caught_or_not(
+    tmp_path: Path,
+) -> None:
+    write_script(tmp_path, "oom.py", OOM)
+    traced = run_memsight(["oom.py", "uncaught"], tmp_path)
+    plain = run_plain(["oom.py", "uncaught"], tmp_path)
+    assert (
+        (traced.returncode, traced.stdout) == (plain.returncode, plain.stdout) == (1, "recovered\n")
+    )
+    # The script's own frames and the error match; with hooks on, torch's hook-aware call
+    # path adds internal frames between them (--no-hooks gives identical tracebacks).
+    assert user_frames(traced.stderr) == user_frames(plain.stderr)
+    assert traced.stderr.splitlines()[-1] == plain.stderr.splitlines()[-1]
+    no_hooks = run_memsight(
+        ["--no-hooks", "oom.py", "uncaught"], tmp_path, out=tmp_path / "nh.memsight"
+    )
+    assert no_hooks.stderr == plain.stderr
+    caught, uncaught_first, uncaught_final = list(traced.profile().events_of("exception"))
+    for event in (caught, uncaught_first):
+        assert (
+            event.get("oom"),
+            event.get("where"),
+            event.get("phase"),
+            event.get("iteration"),
+        ) == ("cpu", "forward", "forward", 2)
+        assert event.get("numbers") == {"requested": 2**50}
+        assert event.get("memory")["rss"] > 0
+        assert event.get("uncaught") is False
+    assert uncaught_final.get("uncaught") is True
+    assert uncaught_final.get("exc_id") == uncaught_first.get("exc_id") != caught.get("exc_id")
+    assert (
+        uncaught_final.get("traceback")[-1][3]
+        == "return torch.empty(2**50, dtype=torch.uint8)   # more than any machine has"
+    )
+
+
+def user_frames(stderr: str) -> list[str]:
+    lines = stderr.splitlines()
+    return [
+        line + lines[i + 1] for i, line in enumerate(lines) if 'File "' in line and "oom.py" in line
+    ]
+
+
+def test_a_caught_memory_error_is_recorded_on_python_3_12(tmp_path: Path) -> None:
+    python = find_python("3.12") or find_python("3.13")
+    if python is None:
+        pytest.skip("no Python 3.12+ interpreter on this machine")
+    write_script(
+        tmp_path, "me.py", "try:\n    bytearray(2**50)\nexcept MemoryError:\n    print('caught')\n"
+    )
+    traced = run_memsight(["--python", python, "me.py"], tmp_path)
+    assert traced.stdout == "caught\n"
+    (event,) = traced.profile().events_of("exception")
+    assert (event.get("exc_type"), event.get("oom"), event.get("uncaught")) == (
+        "builtins.MemoryError",
+        "python",
+        False,
+    )
+
+
+def test_torch_compile_is_left_intact(tmp_path: Path) -> None:
+    write_script(
+        tmp_path,
+        "comp.py",
+        """
+        import torch
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
+        compiled = torch.compile(model, backend="eager")
+        opt = torch.optim.SGD(model.parameters(), 0.1)
+        for _ in range(3):
+            opt.zero_grad(); loss = compiled(torch.randn(2, 8)).sum(); loss.backward(); opt.step()
+            print(round(loss.item(), 6))
+        """,
+    )
+    traced, plain = run_memsight(["comp.py"], tmp_path), run_plain(["comp.py"], tmp_path)
+    assert traced.returncode == 0, traced.stderr
+    assert traced.stdout == plain.stdout
+    profile = traced.profile()
+    assert len(list(profile.events_of("step"))) == 3
+    assert not list(profile.events_of("agent_error"))

@@ -1,0 +1,234 @@
+"""Instrumentation hooks, in-process with real (CPU) torch and an agent that collects events.
+
+CUDA branches run against a fake of the few torch.cuda / torch._C calls they make.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.modules.module as module_mod
+from torch import nn
+
+from profiler.agent.instrument import Instrumentation, measure_breakdown
+
+
+class CollectingAgent:
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.errors: list[tuple[str, BaseException]] = []
+        self.reader: Any = None
+
+    def event(self, type_: str, t: int | None = None, **data: Any) -> None:
+        self.events.append({"type": type_, "t": t, **data})
+
+    def error(self, where: str, exc: BaseException) -> None:
+        self.errors.append((where, exc))
+
+    def report_exception(self, exc: BaseException, where: str, uncaught: bool = False) -> None:
+        self.events.append({"type": "exception", "where": where, "exc": repr(exc)})
+
+    def cuda_reader(self) -> Any:
+        return self.reader
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e["type"] == kind]
+
+
+@pytest.fixture
+def hooked() -> Iterator[tuple[Instrumentation, CollectingAgent]]:
+    agent = CollectingAgent()
+    inst = Instrumentation(agent, torch)
+    inst.install()
+    try:
+        yield inst, agent
+    finally:
+        inst.uninstall()
+    assert not module_mod._global_forward_pre_hooks and not module_mod._global_forward_hooks
+    assert agent.errors == []
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Sequential(*[nn.Linear(8, 8) for _ in range(6)], nn.ReLU(inplace=True))
+        self.head = nn.Linear(8, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.body(x))
+
+
+def train_steps(
+    model: nn.Module, opt: torch.optim.Optimizer, steps: int, zero_grad: bool = True
+) -> None:
+    for _ in range(steps):
+        if zero_grad:
+            opt.zero_grad()
+        model(torch.randn(4, 8)).sum().backward()
+        opt.step()
+
+
+def test_after_discovery_only_the_outermost_module_carries_hooks(hooked: Any) -> None:
+    inst, agent = hooked
+    model = Net()
+    train_steps(model, torch.optim.SGD(model.parameters(), 0.1), 3)
+    assert list(inst.roots) == [model]
+    assert not module_mod._global_forward_pre_hooks  # discovery ended at the first step
+    for leaf in model.modules():
+        if leaf is not model:
+            assert not leaf._forward_hooks and not leaf._forward_pre_hooks
+    forwards = agent.of("forward")
+    assert [f["module"] for f in forwards] == ["Net"] * 3
+    assert all(f["training"] and f["grad"] and f["requires_grad"] for f in forwards)
+    backwards = agent.of("backward")
+    assert [b["forwards"] for b in backwards] == [[1], [2], [3]]
+    assert all(b["t"] <= b["end"] for b in backwards)
+
+
+def test_each_optimizer_step_is_one_event_with_memory_and_clearing(hooked: Any) -> None:
+    _, agent = hooked
+    model = Net()
+    opt = torch.optim.Adam(model.parameters(), 1e-3)
+    train_steps(model, opt, 4)
+    steps = agent.of("step")
+    assert [s["index"] for s in steps] == [1, 2, 3, 4]
+    assert [s["cleared"] for s in steps] == ["zero_grad"] * 4
+    assert all(s["memory"]["rss"] > 0 for s in steps)
+    expected = sum(p.numel() * p.element_size() for p in model.parameters())
+    # Measured at the first steps, then at most once a second.
+    assert ["breakdown" in s for s in steps] == [True, True, True, False]
+    breakdown = steps[2]["breakdown"]
+    assert breakdown["params"] == {"cpu": expected}
+    assert breakdown["grads"] == {"cpu": expected}
+    assert breakdown["state"] == {"cpu": 2 * expected}  # Adam: exp_avg and exp_avg_sq
+
+
+def test_missing_zero_grad_and_manual_clearing_are_told_apart(hooked: Any) -> None:
+    _, agent = hooked
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), 0.01)
+    train_steps(model, opt, 3, zero_grad=False)
+    for p in model.parameters():
+        p.grad = None
+    train_steps(model, opt, 1, zero_grad=False)
+    assert [s["cleared"] for s in agent.of("step")] == ["first_step", None, None, "grad_replaced"]
+
+
+def test_parameters_sharing_one_storage_are_counted_once() -> None:
+    flat = torch.zeros(200)  # a flat buffer whose views are the parameters
+    first, second = nn.Parameter(flat[:150]), nn.Parameter(flat[150:])
+    opt = torch.optim.SGD([first, second], 0.1)
+    assert measure_breakdown(opt)["params"] == {"cpu": 200 * 4}
+
+
+def test_train_eval_switches_are_events_and_rearm_discovery(hooked: Any) -> None:
+    inst, agent = hooked
+    model, other = Net(), nn.Linear(8, 2)
+    train_steps(model, torch.optim.SGD(model.parameters(), 0.1), 1)
+    model.eval()
+    model.eval()  # no switch, no event
+    with torch.no_grad():
+        other(torch.randn(2, 8))  # a new outermost module, found by the new discovery
+    model.train()
+    assert [(m["training"], m["module"]) for m in agent.of("mode")] == [
+        (False, "Net"),
+        (True, "Net"),
+    ]
+    assert other in inst.roots
+    eval_forward = agent.of("forward")[-1]
+    assert (eval_forward["module"], eval_forward["grad"], eval_forward["requires_grad"]) == (
+        "Linear",
+        False,
+        False,
+    )
+
+
+def test_an_in_place_relu_model_trains_identically_with_the_hooks() -> None:
+    def losses() -> list[float]:
+        torch.manual_seed(0)
+        model = Net()
+        opt = torch.optim.SGD(model.parameters(), 0.1)
+        out = []
+        for _ in range(5):
+            opt.zero_grad()
+            loss = model(torch.randn(4, 8)).pow(2).mean()
+            loss.backward()
+            opt.step()
+            out.append(loss.item())
+        return out
+
+    plain = losses()
+    agent = CollectingAgent()
+    inst = Instrumentation(agent, torch)
+    inst.install()
+    try:
+        hooked_losses = losses()
+    finally:
+        inst.uninstall()
+    assert hooked_losses == plain
+    assert agent.errors == []
+
+
+def test_epochs_count_new_iterators_per_dataset_even_with_a_new_loader_each_time(hooked: Any) -> None:
+    _, agent = hooked
+    train_set = torch.utils.data.TensorDataset(torch.randn(8, 2))
+    val_set = torch.utils.data.TensorDataset(torch.randn(4, 2))
+    val = torch.utils.data.DataLoader(val_set)
+    for _ in range(2):
+        list(torch.utils.data.DataLoader(train_set, batch_size=4))  # rebuilt every epoch
+        list(val)
+    assert [(e["loader"], e["index"]) for e in agent.of("epoch")] == [(1, 1), (2, 1), (1, 2), (2, 2)]
+
+
+def test_an_oom_in_a_forward_is_seen_even_when_the_script_catches_it(hooked: Any) -> None:
+    _, agent = hooked
+
+    class Greedy(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.empty(2**50, dtype=torch.uint8)
+
+    with pytest.raises(RuntimeError, match="can't allocate memory"):
+        Greedy()(torch.ones(1))
+    assert agent.of("exception")[0]["where"] == "forward"
+
+
+def test_the_cuda_oom_observer_is_attached_once_cuda_is_up_and_reports_the_phase(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    observers: list[Any] = []
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(
+        torch._C, "_cuda_attach_out_of_memory_observer", observers.append, raising=False
+    )
+    agent = CollectingAgent()
+    agent.reader = SimpleNamespace(read=lambda device: {"allocated": 7, "reserved": 9})
+    inst = Instrumentation(agent, torch)
+    inst.install()
+    try:
+        model = Net()
+        model(torch.randn(2, 8))
+        assert len(observers) == 1
+        inst.phase = "backward"
+        observers[0](0, 2**30, 80 * 2**30, 2**20)
+    finally:
+        inst.uninstall()
+    (event,) = agent.of("oom_observed")
+    assert (event["device"], event["requested"], event["free"], event["phase"]) == (
+        0,
+        2**30,
+        2**20,
+        "backward",
+    )
+    assert event["memory"]["cuda"] == {"device": 0, "allocated": 7, "reserved": 9}
+
+
+def test_compiled_regions_are_skipped(hooked: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    inst, agent = hooked
+    monkeypatch.setattr(inst, "_is_compiling", lambda: True)
+    Net()(torch.randn(2, 8))
+    assert not inst.roots and agent.of("forward") == []
