@@ -70,7 +70,7 @@ class SampleTable:
         return sub
 
 
-@dataclass
+@dataclass(slots=True)
 class Event:
     """Something that happened at time `t` (seconds since the run started)."""
 

@@ -27,7 +27,7 @@ HELLO = 1  # agent -> recorder, JSON object; authenticates the connection, never
 RUN = 2  # JSON object: run metadata, written once by the recorder at the start
 EVENTS = 3  # JSON array of event objects, each with "t" (monotonic ns) and "type"
 SCHEMA = 4  # JSON object declaring a sample table: {"id", "table", "columns": [[name, code]]}
-SAMPLES = 5  # u8 table id, u8 encoding, then rows (see ROWS / ROWS_DELTA)
+SAMPLES = 5  # u8 table id, u8 encoding, then rows (see the encodings below)
 OUTPUT = 6  # u8 stream (1 stdout, 2 stderr), i64 monotonic ns, then the raw bytes
 COMPRESSED = 0x80
 
@@ -43,6 +43,7 @@ KIND_NAMES = {
 # Sample block encodings.
 ROWS = 0  # row-major rows packed with the table's struct format (what the agent sends)
 ROWS_DELTA = 1  # u32 row count, then int64 rows: the first absolute, later ones as deltas
+COLUMNS_PACKED = 2  # u32 row count, then zigzag column deltas split into byte planes
 
 # Column type codes (struct format characters). All columns are integers so blocks can be
 # delta-encoded; timestamps are monotonic nanoseconds.

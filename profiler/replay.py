@@ -1,7 +1,7 @@
 """Replay frames into a Profile: the one decoder for live recordings and saved files.
 
-Sample blocks are queued as raw bytes and decoded in batches by flush(), so a file with
-hundreds of thousands of small blocks still loads in well under a second.
+Sample blocks are queued as raw bytes and decoded in batches by flush(), so many small live
+blocks decode in a few vectorised steps; events not tied to run metadata are only appended.
 """
 
 from __future__ import annotations
@@ -9,27 +9,23 @@ from __future__ import annotations
 import codecs
 from typing import Any
 
-import numpy as np
-
-from profiler import protocol
+from profiler import codec, protocol
 from profiler.model import ChildProcess, DeviceInfo, Event, OutputChunk, Profile, SampleTable
 from profiler.protocol import ProtocolError, TableSchema
 
-ROW_DELTA_HEADER = 4  # u32 row count, before the int64 matrix
-
-
-def encode_row_delta(schema: TableSchema, columns: np.ndarray) -> bytes:
-    """Payload of a ROWS_DELTA sample block for `columns`, an int64 array (rows, ncols).
-
-    The first row is stored as-is, each later row as its difference from the row before, so
-    slowly changing memory curves compress to a few bytes per sample.
-    """
-    rows = np.ascontiguousarray(columns, dtype="<i8")
-    deltas = np.empty_like(rows)
-    deltas[:1] = rows[:1]
-    np.subtract(rows[1:], rows[:-1], out=deltas[1:])
-    head = bytes([schema.id, protocol.ROWS_DELTA]) + len(rows).to_bytes(4, "little")
-    return head + deltas.tobytes()
+# Events that update run metadata or children; all others are only appended.
+_SPECIAL_EVENTS = frozenset(
+    {
+        "agent_connected",
+        "torch_imported",
+        "cuda_init",
+        "exit",
+        "child_started",
+        "child_exited",
+        "recording_end",
+        "warning",
+    }
+)
 
 
 class ProfileBuilder:
@@ -91,17 +87,7 @@ class ProfileBuilder:
         schema = self.schemas.get(table_id)
         if schema is None:
             raise ProtocolError(f"samples for undeclared table {table_id}")
-        if encoding == protocol.ROWS:
-            if len(data) % schema.row.size:
-                raise ProtocolError(f"sample block for {schema.name} has a partial row")
-        elif encoding == protocol.ROWS_DELTA:
-            if len(data) < ROW_DELTA_HEADER:
-                raise ProtocolError("sample block is too short")
-            rows = int.from_bytes(data[:ROW_DELTA_HEADER], "little")
-            if len(data) - ROW_DELTA_HEADER != rows * 8 * len(schema.columns):
-                raise ProtocolError(f"sample block for {schema.name} has the wrong size")
-        else:
-            raise ProtocolError(f"unknown sample encoding {encoding}")
+        codec.check_block(schema, encoding, data)
         self._pending.setdefault(table_id, []).append((encoding, data))
 
     # -- batched sample decoding ------------------------------------------------------------
@@ -111,39 +97,14 @@ class ProfileBuilder:
         pending, self._pending = self._pending, {}
         for table_id, blocks in pending.items():
             schema = self.schemas[table_id]
-            table = self.profile.tables[schema.name]
-            run: list[bytes] = []
-            run_encoding = -1
-            for encoding, data in blocks:
-                if encoding != run_encoding and run:
-                    self._append(schema, table, run_encoding, run)
-                    run = []
-                run_encoding = encoding
-                run.append(data)
-            if run:
-                self._append(schema, table, run_encoding, run)
-
-    def _append(
-        self, schema: TableSchema, table: SampleTable, encoding: int, blocks: list[bytes]
-    ) -> None:
-        ncols = len(schema.columns)
-        if encoding == protocol.ROWS:
-            dtype = np.dtype([(name, "<" + code) for name, code in schema.columns])
-            rec = np.frombuffer(b"".join(blocks), dtype=dtype)
-            matrix = np.empty((len(rec), ncols), dtype=np.int64)
-            for i, (name, _) in enumerate(schema.columns):
-                matrix[:, i] = rec[name]
-        else:
-            matrix = _decode_row_deltas(blocks, ncols)
-        if not len(matrix):
-            return
-        if self._t0 is None:
-            self._t0 = int(matrix[0, 0])
-        block: dict[str, np.ndarray] = {
-            name: matrix[:, i] for i, (name, _) in enumerate(schema.columns)
-        }
-        block["t"] = (matrix[:, 0] - self._t0) / 1e9
-        table.append(block)
+            matrix = codec.decode_sequence(schema, blocks)
+            if not len(matrix):
+                continue
+            if self._t0 is None:
+                self._t0 = int(matrix[0, 0])
+            columns = {name: matrix[:, i] for i, (name, _) in enumerate(schema.columns)}
+            columns["t"] = (matrix[:, 0] - self._t0) / 1e9
+            self.profile.tables[schema.name].append(columns)
 
     # -- metadata and events ----------------------------------------------------------------
 
@@ -175,12 +136,18 @@ class ProfileBuilder:
         info.t0_ns = self._t0
 
     def _apply_event(self, raw: dict[str, Any]) -> None:
-        data = {k: v for k, v in raw.items() if k not in ("t", "type")}
-        end = data.get("end")
-        if isinstance(end, int) and not isinstance(end, bool):
-            data["end"] = self._rel(end)  # spans end on the same clock they start on
-        event = Event(self._rel(raw["t"]), raw["type"], data)
+        t0 = self._t0 if self._t0 is not None else raw["t"]
+        self._t0 = t0
+        kind = raw.pop("type")
+        t = (raw.pop("t") - t0) / 1e9
+        end = raw.get("end")
+        if end.__class__ is int:
+            raw["end"] = (end - t0) / 1e9  # spans end on the clock they start on
+        event = Event(t, kind, raw)
         self.profile.events.append(event)
+        if kind not in _SPECIAL_EVENTS:
+            return
+        data = raw
         info, kind = self.profile.info, event.type
         if kind == "agent_connected":
             info.python_version = _str(data.get("python_version")) or info.python_version
@@ -224,34 +191,6 @@ class ProfileBuilder:
             message = _str(data.get("message"))
             if message:
                 self.profile.warnings.append(message)
-
-
-def _decode_row_deltas(blocks: list[bytes], ncols: int) -> np.ndarray:
-    """Decode concatenated ROWS_DELTA blocks with one cumulative sum.
-
-    Each block's first row is absolute. A cumulative sum over all rows adds the previous
-    blocks' totals to every row; subtracting that running offset per block restores the
-    values. int64 arithmetic wraps, and the wrap cancels exactly in the subtraction.
-    """
-    counts = np.fromiter(
-        (int.from_bytes(b[:ROW_DELTA_HEADER], "little") for b in blocks),
-        dtype=np.int64,
-        count=len(blocks),
-    )
-    total = int(counts.sum())
-    if total == 0:
-        return np.empty((0, ncols), dtype=np.int64)
-    joined = b"".join(b[ROW_DELTA_HEADER:] for b in blocks)
-    deltas = np.frombuffer(joined, dtype="<i8").reshape(total, ncols)
-    with np.errstate(over="ignore"):
-        sums = np.cumsum(deltas, axis=0, dtype=np.int64)
-        ends = np.cumsum(counts)
-        starts = ends - counts
-        offsets = np.zeros((len(blocks), ncols), dtype=np.int64)
-        nonempty = counts > 0
-        first = starts[nonempty]
-        offsets[nonempty] = np.where((first > 0)[:, None], sums[np.maximum(first - 1, 0)], 0)
-        return sums - np.repeat(offsets, counts, axis=0)
 
 
 def _str(value: Any) -> str:

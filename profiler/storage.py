@@ -8,17 +8,19 @@ executed or unpickled.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import struct
 import threading
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
-from profiler import protocol
+from profiler import codec, protocol
 from profiler.model import Profile
-from profiler.protocol import ProtocolError
+from profiler.protocol import ProtocolError, TableSchema
 from profiler.replay import ProfileBuilder
 
 MAGIC = b"MEMSIGHT"
@@ -96,7 +98,7 @@ def load_profile(path: str | os.PathLike[str]) -> Profile:
     return profile
 
 
-def decode_profile(data: bytes, name: str = "<memory>") -> Profile:
+def _check_header(data: bytes, name: str) -> None:
     if not data:
         raise ProfileError(name, "empty file, not a memsight profile")
     if len(data) < FILE_HEADER.size:
@@ -115,49 +117,131 @@ def decode_profile(data: bytes, name: str = "<memory>") -> Profile:
     if version < 1:
         raise ProfileError(name, f"invalid profile format version {version}")
 
-    builder = ProfileBuilder()
-    profile = builder.profile
-    view = memoryview(data)
-    pos, end, index = FILE_HEADER.size, len(data), 0
-    header, header_size = protocol.HEADER, protocol.HEADER_SIZE
-    feed, crc32 = builder.feed, zlib.crc32
-    try:
-        while pos < end:
+
+class _FrameScan:
+    """Walks the frames after the header; `cut_at` is set when the file ends inside one."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = FILE_HEADER.size
+        self.index = 0
+        self.cut_at: int | None = None
+
+    def __iter__(self) -> Iterator[tuple[int, bytes]]:
+        data, view, end = self.data, memoryview(self.data), len(self.data)
+        header, header_size, crc32 = protocol.HEADER, protocol.HEADER_SIZE, zlib.crc32
+        while self.pos < end:
+            pos = self.pos
             if end - pos < header_size:
-                _cut_off(profile, pos)
-                break
+                self.cut_at = pos
+                return
             length, kind, crc = header.unpack_from(data, pos)
             if kind == 0 and not data[pos:].strip(b"\0"):
-                _cut_off(profile, pos)  # zeros past the last write, as a power loss leaves
-                break
+                self.cut_at = pos  # zeros past the last write, as a power loss leaves
+                return
             if length > protocol.MAX_FILE_PAYLOAD:
                 raise ProtocolError(f"frame of {length} bytes exceeds the limit")
             start = pos + header_size
             if start + length > end:
-                _cut_off(profile, pos)
-                break
+                self.cut_at = pos
+                return
             payload = view[start : start + length].tobytes()
             if crc32(payload) != crc:
                 raise ProtocolError("checksum mismatch")
+            yield kind, payload
+            self.pos = start + length
+            self.index += 1
+
+    def error(self, name: str, exc: BaseException) -> ProfileError:
+        return ProfileError(name, f"corrupted at byte {self.pos} (frame {self.index}): {exc}")
+
+
+# What a damaged frame can raise while being decoded, besides ProtocolError.
+_DECODE_ERRORS = (ProtocolError, ValueError, TypeError, KeyError, OverflowError, MemoryError)
+
+
+def decode_profile(data: bytes, name: str = "<memory>") -> Profile:
+    _check_header(data, name)
+    builder = ProfileBuilder()
+    profile = builder.profile
+    scan = _FrameScan(data)
+    feed = builder.feed
+    try:
+        for kind, payload in scan:
             feed(kind, payload)
-            pos = start + length
-            index += 1
         builder.flush()
-    except ProtocolError as exc:
-        raise ProfileError(name, f"corrupted at byte {pos} (frame {index}): {exc}") from None
-    except (ValueError, TypeError, KeyError, OverflowError, MemoryError) as exc:
-        raise ProfileError(name, f"corrupted at byte {pos} (frame {index}): {exc}") from None
+    except _DECODE_ERRORS as exc:
+        raise scan.error(name, exc) from None
+    if scan.cut_at is not None:
+        profile.warnings.append(
+            f"the file ends inside a frame at byte {scan.cut_at}: the recording was cut off; "
+            "everything before that point is shown"
+        )
     if profile.info.t0_ns is None and not profile.tables:
         raise ProfileError(name, "holds no run (no metadata and no samples)")
-    if not profile.complete and not any("cut off" in w for w in profile.warnings):
+    if not profile.complete and scan.cut_at is None:
         profile.warnings.append(
             "the recording did not finish normally; data ends at the last write"
         )
     return profile
 
 
-def _cut_off(profile: Profile, pos: int) -> None:
-    profile.warnings.append(
-        f"the file ends inside a frame at byte {pos}: the recording was cut off; "
-        "everything before that point is shown"
-    )
+COMPACT_ROWS = 1 << 16
+COMPACT_EVENTS = 20_000
+
+
+def compact_profile(path: str | os.PathLike[str]) -> None:
+    """Rewrite a finished profile with large blocks, for a smaller file that loads fast.
+
+    While recording, samples go out in small blocks every fraction of a second so a crash
+    loses almost nothing. Once the recording is closed, the same content is rewritten as
+    large COLUMNS_PACKED blocks and large event batches and put in place atomically: the
+    decoded profile is identical, and a failure leaves the original file as it was.
+    """
+    path = os.fspath(path)
+    with open(path, "rb") as f:
+        data = f.read()
+    _check_header(data, path)
+    frames: list[bytes] = [file_header()]
+    schemas: dict[int, TableSchema] = {}
+    blocks: dict[int, list[tuple[int, bytes]]] = {}
+    events: list[Any] = []
+    scan = _FrameScan(data)
+    try:
+        for kind, payload in scan:
+            base, plain = protocol.unpack_payload(kind, payload)
+            if base == protocol.SAMPLES:
+                table_id, encoding, block = protocol.split_samples(plain)
+                codec.check_block(schemas[table_id], encoding, block)
+                blocks.setdefault(table_id, []).append((encoding, block))
+            elif base == protocol.EVENTS:
+                events.extend(protocol.check_events(protocol.decode_json(plain)))
+            else:
+                if base == protocol.SCHEMA:
+                    schema = TableSchema.from_json(protocol.decode_json(plain))
+                    schemas[schema.id] = schema
+                frames.append(
+                    protocol.HEADER.pack(len(payload), kind, zlib.crc32(payload)) + payload
+                )
+    except _DECODE_ERRORS as exc:
+        raise scan.error(path, exc) from None
+    for table_id, table_blocks in blocks.items():
+        schema = schemas[table_id]
+        matrix = codec.decode_sequence(schema, table_blocks)
+        for start in range(0, len(matrix), COMPACT_ROWS):
+            packed = codec.encode_columns_packed(schema, matrix[start : start + COMPACT_ROWS])
+            frames.append(protocol.encode_frame(protocol.SAMPLES, packed, compress=True))
+    for start in range(0, len(events), COMPACT_EVENTS):
+        batch = events[start : start + COMPACT_EVENTS]
+        frames.append(protocol.encode_json_frame(protocol.EVENTS, batch, compress=True))
+    temporary = path + ".compacting"
+    try:
+        with open(temporary, "wb") as f:
+            for frame in frames:
+                f.write(frame)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temporary, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)

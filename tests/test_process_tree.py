@@ -115,9 +115,7 @@ def test_child_memory_reads_uss_pss_and_rss_of_a_live_process() -> None:
     assert proctree.child_memory(2**22 + 12345) is None
 
 
-def test_the_peak_channel_shows_a_spike_that_starts_and_ends_between_two_samples(
-    tmp_path: Path,
-) -> None:
+def test_the_peak_channel_keeps_the_full_height_of_a_short_spike(tmp_path: Path) -> None:
     write_script(
         tmp_path,
         "spike.py",
@@ -133,4 +131,5 @@ def test_the_peak_channel_shows_a_spike_that_starts_and_ends_between_two_samples
     traced = run_memsight(["--interval-ms", "400", "spike.py"], tmp_path)
     ram = traced.profile().ram
     assert ram is not None
-    assert int(np.max(ram["rss_peak"])) - int(np.max(ram["rss"])) > 150 * MiB
+    # Whether or not a sample landed inside the spike, its height is in the peak channel.
+    assert int(np.max(ram["rss_peak"])) - int(np.min(ram["rss"])) > 195 * MiB

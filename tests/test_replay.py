@@ -3,11 +3,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from profiler import protocol
+from profiler import codec, protocol
 from profiler.protocol import FrameReader, ProtocolError
 from profiler.recorder.blocks import TableBuffer
 from profiler.replay import ProfileBuilder
-from profiler.storage import ProfileWriter, load_profile
+from profiler.storage import ProfileError, ProfileWriter, compact_profile, load_profile
 
 T0 = 5_000_000_000
 
@@ -205,3 +205,67 @@ def test_a_truncated_compressed_payload_is_refused() -> None:
     data = zlib.compress(b"[]" * 1000)[:-6]
     with pytest.raises(ProtocolError, match="truncated"):
         protocol.unpack_payload(protocol.EVENTS | protocol.COMPRESSED, data)
+
+
+@pytest.mark.parametrize("rows", [1, 2, 1000])
+def test_packed_columns_round_trip_any_int64_values(rows: int) -> None:
+    rng = np.random.default_rng(rows)
+    matrix = rng.integers(-(2**63), 2**63 - 1, size=(rows, 5), dtype=np.int64, endpoint=True)
+    matrix[:, 0] = np.sort(matrix[:, 0])
+    schema = protocol.RAM_TABLE
+    payload = codec.encode_columns_packed(schema, matrix)
+    table_id, encoding, data = protocol.split_samples(payload)
+    codec.check_block(schema, encoding, data)
+    assert (table_id, encoding) == (schema.id, protocol.COLUMNS_PACKED)
+    assert np.array_equal(codec.decode_blocks(schema, encoding, [data]), matrix)
+
+
+def test_compaction_keeps_the_decoded_profile_and_shrinks_the_file(tmp_path) -> None:
+    path = tmp_path / "p.memsight"
+    writer = ProfileWriter(path)
+    ram = TableBuffer(protocol.RAM_TABLE)
+    writer.write(run_frame())
+    writer.write(protocol.RAM_TABLE.frame())
+    rss = 100 * 2**20
+    for i in range(20_000):
+        rss += (i % 7 - 3) * 4096
+        ram.add((T0 + i * 10_000_000, rss, rss + 4096, 0, 2**33))
+        if i % 20 == 19:
+            writer.write(ram.drain())
+            writer.write(
+                protocol.encode_json_frame(
+                    protocol.EVENTS, [{"t": T0 + i * 10_000_000, "type": "step", "index": i}]
+                )
+            )
+    writer.write(protocol.output_frame(protocol.STDOUT, T0 + 1, b"done\n"))
+    writer.write(
+        protocol.encode_json_frame(
+            protocol.EVENTS, [{"t": T0 + 2 * 10**11, "type": "recording_end"}]
+        )
+    )
+    writer.close()
+    before, size = load_profile(path), path.stat().st_size
+
+    compact_profile(path)
+
+    after = load_profile(path)
+    assert path.stat().st_size < size / 2
+    for column in protocol.RAM_TABLE.columns:
+        assert np.array_equal(before.tables["ram"][column[0]], after.tables["ram"][column[0]])
+    assert [(e.t, e.type, e.data) for e in before.events] == [
+        (e.t, e.type, e.data) for e in after.events
+    ]
+    assert after.output_text() == "done\n" and after.complete and after.info == before.info
+    assert not list(tmp_path.glob("*.compacting"))
+
+
+def test_compaction_of_a_damaged_file_leaves_it_untouched(tmp_path) -> None:
+    path = tmp_path / "p.memsight"
+    writer = ProfileWriter(path)
+    writer.write(run_frame())
+    writer.write(protocol.encode_frame(protocol.EVENTS, b"not json"))
+    writer.close()
+    original = path.read_bytes()
+    with pytest.raises(ProfileError):
+        compact_profile(path)
+    assert path.read_bytes() == original

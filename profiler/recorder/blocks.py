@@ -8,8 +8,8 @@ from collections.abc import Iterable
 import numpy as np
 
 from profiler import protocol
+from profiler.codec import encode_row_delta
 from profiler.protocol import TableSchema
-from profiler.replay import encode_row_delta
 
 # Blocks smaller than this are stored uncompressed: zlib's own header would outweigh the gain.
 COMPRESS_FROM = 128

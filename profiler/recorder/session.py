@@ -33,7 +33,7 @@ from profiler.recorder.blocks import TableBuffer
 from profiler.recorder.output import OutputPump, StreamChannel
 from profiler.recorder.sampler import HostSampler, TreeWatcher
 from profiler.recorder.server import AgentServer
-from profiler.storage import ProfileWriter
+from profiler.storage import ProfileError, ProfileWriter, compact_profile
 
 FLUSH_S = 0.2
 LIVE_FLUSH_S = 0.05
@@ -354,6 +354,9 @@ class Recording:
         self.flush()
         assert self.writer is not None
         self.writer.close()
+        # On failure the file as recorded stays: complete and valid, only larger and slower.
+        with contextlib.suppress(ProfileError, OSError, MemoryError):
+            compact_profile(self.out_path)
 
 
 def _same_process(pid: int, start: int) -> bool:
