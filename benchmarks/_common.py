@@ -1,0 +1,175 @@
+"""Helpers shared by the benchmark scripts: running memsight, reading JSON lines, reporting.
+
+Benchmarks run memsight through the interpreter that runs them (``python -m profiler.cli``),
+so a benchmark started from a virtualenv measures that virtualenv's memsight and torch.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO_ROOT = BENCH_DIR.parent
+RESULTS_DIR = BENCH_DIR / "results"
+WORKLOADS = BENCH_DIR / "workloads"
+
+
+@dataclass
+class ProcessResult:
+    argv: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+    wall_s: float  # the whole process, interpreter start and memsight's own work included
+
+
+def run_process(
+    argv: Sequence[str], timeout: float | None = None, env: Mapping[str, str] | None = None
+) -> ProcessResult:
+    start = time.perf_counter()
+    proc = subprocess.run(
+        list(argv),
+        cwd=REPO_ROOT,
+        env=None if env is None else dict(env),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    wall = time.perf_counter() - start
+    result = ProcessResult(list(argv), proc.returncode, proc.stdout, proc.stderr, wall)
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"command failed with status {proc.returncode}: {' '.join(argv)}\n"
+            f"--- stdout ---\n{proc.stdout[-2000:]}\n--- stderr ---\n{proc.stderr[-2000:]}"
+        )
+    return result
+
+
+def python_cmd(script: Path, args: Sequence[str] = ()) -> list[str]:
+    return [sys.executable, str(script), *args]
+
+
+def memsight_cmd(
+    script: Path,
+    out: Path,
+    args: Sequence[str] = (),
+    interval_ms: float | None = None,
+    options: Sequence[str] = (),
+) -> list[str]:
+    cmd = [sys.executable, "-m", "profiler.cli", "run", "--out", str(out), *options]
+    if interval_ms is not None:
+        cmd += ["--interval-ms", f"{interval_ms:g}"]
+    return [*cmd, str(script), *args]
+
+
+def last_json_line(stdout: str) -> dict[str, Any]:
+    """The last stdout line that is a JSON object: what a workload reports about itself."""
+    for line in reversed(stdout.splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(obj, dict):
+                return obj
+    raise ValueError(f"no JSON result line in the workload's output:\n{stdout[-2000:]}")
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile (q in 0..100) without needing numpy."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    pos = (len(ordered) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def mib(n: float) -> float:
+    return n / (1024 * 1024)
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], title: str = "") -> None:
+    cells = [[_cell(v) for v in row] for row in rows]
+    widths = [
+        max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)
+    ]
+    if title:
+        print(f"\n{title}")
+    print("  ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True)))
+    print("  ".join("-" * w for w in widths))
+    for row in cells:
+        print("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4f}" if abs(value) < 10 else f"{value:,.1f}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value)
+
+
+def verdict(name: str, passed: bool, detail: str) -> str:
+    line = f"{'PASS' if passed else 'FAIL'}  {name}: {detail}"
+    print(f"\n{line}")
+    return line
+
+
+def environment() -> dict[str, Any]:
+    """Where the numbers were taken: they only compare on the same machine."""
+    info: dict[str, Any] = {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "machine": platform.machine(),
+        "processor": _cpu_model(),
+        "when": datetime.now(timezone.utc).astimezone().isoformat(timespec="seconds"),
+    }
+    # The installed version, without importing torch into the benchmark's own process.
+    for package in ("torch", "numpy", "memsight"):
+        try:
+            info[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            info[package] = None
+    return info
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def write_result(name: str, result: dict[str, Any]) -> Path:
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = RESULTS_DIR / f"{name}.json"
+    payload = {"benchmark": name, "environment": environment(), **result}
+    path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    print(f"result written to {path.relative_to(REPO_ROOT)}")
+    return path

@@ -1,0 +1,185 @@
+"""Slowdown of a CPU training loop under `memsight run` at the default 10 ms interval.
+
+Target (DESIGN.md): at most 2 % more wall time, i.e. median(profiled / plain) <= 1.02.
+
+The workload (benchmarks/workloads/cpu_train.py) times its own training loop, so interpreter
+start, `import torch` and memsight's launch and shutdown are excluded: the target is about
+the slowdown of the user's work while it is being recorded, and start-up costs a fixed
+second or so that would otherwise dominate a few-second run. Whole-process wall times are
+recorded in the JSON result too, for reference.
+
+Plain and profiled runs alternate (plain, memsight, plain, memsight, ...) and each pair gives
+one ratio; the median over pairs resists the slow drift and the odd hiccup of a shared
+machine better than a ratio of two long averages would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from _common import (
+    WORKLOADS,
+    last_json_line,
+    median,
+    memsight_cmd,
+    print_table,
+    python_cmd,
+    run_process,
+    verdict,
+    write_result,
+)
+
+NAME = "overhead"
+TARGET_RATIO = 1.02
+WORKLOAD = WORKLOADS / "cpu_train.py"
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--pairs", type=int, default=7, help="interleaved plain/memsight pairs (default 7)"
+    )
+    p.add_argument(
+        "--loop-seconds",
+        type=float,
+        default=5.0,
+        help="aim for a training loop of about this long per run; sets --steps (default 5)",
+    )
+    p.add_argument(
+        "--steps", type=int, default=None, help="timed steps per run (overrides --loop-seconds)"
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads in the workload (default 1: on a 2-core machine this leaves the "
+        "second core to the recorder; use the core count to measure a fully loaded machine)",
+    )
+    p.add_argument(
+        "--interval-ms",
+        type=float,
+        default=None,
+        help="memsight interval (default: memsight's, 10 ms)",
+    )
+    p.add_argument(
+        "--no-hooks",
+        action="store_true",
+        help="pass --no-hooks to memsight run: memory sampling only, no PyTorch "
+        "instrumentation in the target (tells the two costs apart)",
+    )
+    return p.parse_args()
+
+
+def workload_args(steps: int, threads: int) -> list[str]:
+    return ["--steps", str(steps), "--threads", str(threads)]
+
+
+def calibrate_steps(loop_seconds: float, threads: int) -> int:
+    """Steps that take about `loop_seconds` in a plain run on this machine."""
+    probe = 30
+    result = last_json_line(run_process(python_cmd(WORKLOAD, workload_args(probe, threads))).stdout)
+    step_s = float(result["loop_s"]) / probe
+    return max(10, round(loop_seconds / step_s))
+
+
+def run_pair(
+    args_: list[str], profile: Path, interval_ms: float | None, options: list[str]
+) -> dict[str, Any]:
+    plain = run_process(python_cmd(WORKLOAD, args_))
+    profiled = run_process(memsight_cmd(WORKLOAD, profile, args_, interval_ms, options))
+    plain_res, prof_res = last_json_line(plain.stdout), last_json_line(profiled.stdout)
+    return {
+        "plain_loop_s": plain_res["loop_s"],
+        "memsight_loop_s": prof_res["loop_s"],
+        "ratio": prof_res["loop_s"] / plain_res["loop_s"],
+        "plain_process_s": plain.wall_s,
+        "memsight_process_s": profiled.wall_s,
+        "same_loss": plain_res["loss"] == prof_res["loss"],
+        "profile_bytes": profile.stat().st_size,
+    }
+
+
+def main() -> int:
+    opts = parse_args()
+    steps = opts.steps or calibrate_steps(opts.loop_seconds, opts.threads)
+    args_ = workload_args(steps, opts.threads)
+    options = ["--no-hooks"] if opts.no_hooks else []
+    print(
+        f"workload: {WORKLOAD.name} {' '.join(args_)}; {opts.pairs} interleaved pairs; "
+        f"memsight run {' '.join(options) or '(default options)'}"
+    )
+    pairs: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="memsight-overhead-") as tmp:
+        for i in range(opts.pairs):
+            pair = run_pair(args_, Path(tmp) / f"run{i}.memsight", opts.interval_ms, options)
+            pairs.append(pair)
+            print(
+                f"  pair {i + 1}/{opts.pairs}: plain {pair['plain_loop_s']:.3f} s, "
+                f"memsight {pair['memsight_loop_s']:.3f} s, ratio {pair['ratio']:.4f}",
+                flush=True,
+            )
+
+    ratios = [p["ratio"] for p in pairs]
+    med = median(ratios)
+    print_table(
+        ["pair", "plain loop s", "memsight loop s", "ratio", "plain proc s", "memsight proc s"],
+        [
+            [
+                i + 1,
+                p["plain_loop_s"],
+                p["memsight_loop_s"],
+                p["ratio"],
+                p["plain_process_s"],
+                p["memsight_process_s"],
+            ]
+            for i, p in enumerate(pairs)
+        ],
+        title="training loop time (perf_counter inside the script) and whole-process time",
+    )
+    plain_med = median([p["plain_loop_s"] for p in pairs])
+    prof_med = median([p["memsight_loop_s"] for p in pairs])
+    print(
+        f"\nmedian ratio {med:.4f} (min {min(ratios):.4f}, max {max(ratios):.4f}); "
+        f"ratio of medians {prof_med / plain_med:.4f}"
+    )
+    # The spread of plain runs alone is the noise floor: a ratio inside it is not a signal.
+    plain_spread = max(p["plain_loop_s"] for p in pairs) / min(p["plain_loop_s"] for p in pairs)
+    print(f"noise floor: slowest / fastest plain run = {plain_spread:.4f}")
+    if not all(p["same_loss"] for p in pairs):
+        print("warning: final losses differ between plain and profiled runs (not the same work?)")
+    passed = med <= TARGET_RATIO
+    line = verdict(
+        "overhead", passed, f"median slowdown ratio {med:.4f} (target <= {TARGET_RATIO})"
+    )
+    write_result(
+        NAME,
+        {
+            "target": {"median_ratio_max": TARGET_RATIO},
+            "passed": passed,
+            "verdict": line,
+            "settings": {
+                "pairs": opts.pairs,
+                "steps": steps,
+                "threads": opts.threads,
+                "interval_ms": opts.interval_ms if opts.interval_ms is not None else 10.0,
+                "memsight_options": options,
+                "workload": f"benchmarks/workloads/{WORKLOAD.name}",
+            },
+            "median_ratio": med,
+            "ratio_of_medians": prof_med / plain_med,
+            "plain_spread": plain_spread,
+            "min_ratio": min(ratios),
+            "max_ratio": max(ratios),
+            "pairs": pairs,
+        },
+    )
+    return 0 if passed else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
