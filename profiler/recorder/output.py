@@ -65,20 +65,29 @@ class OutputPump(threading.Thread):
         self.on_truncated = on_truncated
         self.recorded = 0
         self._stop_at: float | None = None
+        # finish() writes here, so the pump can wait for output without a timeout.
+        self._wake_read, self._wake_write = os.pipe()
+        self._wake_lock = threading.Lock()
 
     def finish(self, grace_s: float) -> None:
         """Stop reading `grace_s` seconds from now, even if a grandchild still holds the pipe."""
         self._stop_at = time.monotonic() + grace_s
+        with self._wake_lock:
+            if self._wake_write >= 0:  # never write to a closed, possibly reused, descriptor
+                with contextlib.suppress(OSError):
+                    os.write(self._wake_write, b"x")
 
     def run(self) -> None:
         fd = self.channel.read_fd
         try:
             while True:
-                timeout = 0.1
+                timeout = None
                 if self._stop_at is not None:
-                    timeout = max(0.0, min(timeout, self._stop_at - time.monotonic()))
-                ready, _, _ = select.select([fd], [], [], timeout)
-                if not ready:
+                    timeout = max(0.0, self._stop_at - time.monotonic())
+                ready, _, _ = select.select([fd, self._wake_read], [], [], timeout)
+                if self._wake_read in ready:
+                    os.read(self._wake_read, 64)
+                if fd not in ready:
                     if self._stop_at is not None and time.monotonic() >= self._stop_at:
                         return
                     continue
@@ -92,7 +101,10 @@ class OutputPump(threading.Thread):
                     return
                 self._deliver(data)
         finally:
-            os.close(fd)
+            with self._wake_lock:
+                for own in (fd, self._wake_read, self._wake_write):
+                    os.close(own)
+                self._wake_write = -1
 
     def _deliver(self, data: bytes) -> None:
         if self.passthrough_fd is not None:

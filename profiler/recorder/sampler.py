@@ -17,6 +17,7 @@ from profiler.recorder import proctree
 from profiler.recorder.blocks import TableBuffer
 
 EmitEvent = Callable[..., None]
+SYSTEM_EVERY_NS = 100_000_000
 
 
 class TreeWatcher(threading.Thread):
@@ -31,7 +32,7 @@ class TreeWatcher(threading.Thread):
         pid: int,
         children: TableBuffer,
         emit_event: EmitEvent,
-        scan_s: float = 0.25,
+        scan_s: float = 0.5,
         budget: float = 0.02,
         min_refresh_s: float = 0.1,
     ) -> None:
@@ -166,6 +167,8 @@ class HostSampler(threading.Thread):
         self._last_hwm = 0
         self.samples = 0
         self.missed_ticks = 0
+        self._available = 0
+        self._next_system = 0
         self.on_gone: Callable[[], Any] | None = None
 
     def stop(self) -> None:
@@ -183,7 +186,9 @@ class HostSampler(threading.Thread):
                     skipped = int((now - deadline) / self.interval_s) + 1
                     self.missed_ticks += skipped
                     deadline += skipped * self.interval_s
-                self._halt.wait(deadline - now)
+                # time.sleep, not Event.wait: on a VM every wakeup costs tens of microseconds of
+                # CPU, and Event.wait adds Python-level locking on top of it.
+                time.sleep(max(0.0, deadline - now))
         finally:
             self.main.close()
             self.system.close()
@@ -196,7 +201,9 @@ class HostSampler(threading.Thread):
         rss, hwm = reading
         peak = hwm if hwm > self._last_hwm else max(rss, self._last_rss)
         self._last_rss, self._last_hwm = rss, hwm
-        _, available = self.system.read()
-        self.ram_table.add((t, rss, peak, self.tree.children_total, available))
+        if t >= self._next_system:  # system RAM moves slowly: read it every 100 ms
+            self._available = self.system.read()[1]
+            self._next_system = t + SYSTEM_EVERY_NS
+        self.ram_table.add((t, rss, peak, self.tree.children_total, self._available))
         self.samples += 1
         return True

@@ -73,6 +73,9 @@ class AgentServer(threading.Thread):
         self.host, self.port = self.listener.getsockname()[:2]
         self.selector = selectors.DefaultSelector()
         self.selector.register(self.listener, selectors.EVENT_READ)
+        # close() writes here to end a select() that waits without a timeout.
+        self._wake_recv, self._wake_send = socket.socketpair()
+        self.selector.register(self._wake_recv, selectors.EVENT_READ)
         self.connected = threading.Event()
         self.agent_gone = threading.Event()
         self.rejections = 0
@@ -82,16 +85,25 @@ class AgentServer(threading.Thread):
 
     def close(self) -> None:
         self._halt.set()
+        with contextlib.suppress(OSError):
+            self._wake_send.send(b"x")
         if self.is_alive():
             self.join(timeout=2.0)
         for conn in list(self._conns.values()):
             self._drop(conn)
         self.selector.close()
         self.listener.close()
+        self._wake_send.close()
+        self._wake_recv.close()
 
     def run(self) -> None:
         while not self._halt.is_set():
-            for key, _ in self.selector.select(timeout=0.05):
+            # Sleep until a socket is readable or the next hello deadline: no idle wakeups.
+            deadlines = [c.deadline for c in self._conns.values() if not c.authenticated]
+            timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
+            for key, _ in self.selector.select(timeout=timeout):
+                if key.fileobj is self._wake_recv:
+                    continue
                 if key.fileobj is self.listener:
                     self._accept()
                 else:
