@@ -17,11 +17,16 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 
+# Columns holding times: seconds since the run started (float64) in a loaded profile.
+TIME_COLUMNS = frozenset({"t", "end"})
+
+
 class SampleTable:
     """Named columns of equal length that grow by appending blocks of rows.
 
-    Column `t` holds seconds since the run started (float64); all others hold int64 values.
-    Accessors return views of the filled part, valid until the next append.
+    Time columns (`t`, and `end` for spans) hold seconds since the run started (float64); all
+    others hold int64 values. Accessors return views of the filled part, valid until the next
+    append.
     """
 
     def __init__(self, name: str, columns: Iterable[str]) -> None:
@@ -30,7 +35,8 @@ class SampleTable:
         self._n = 0
         self._cap = 0
         self._cols: dict[str, np.ndarray] = {
-            c: np.empty(0, dtype=np.float64 if c == "t" else np.int64) for c in self.column_names
+            c: np.empty(0, dtype=np.float64 if c in TIME_COLUMNS else np.int64)
+            for c in self.column_names
         }
 
     def __len__(self) -> int:
@@ -158,6 +164,9 @@ class Profile:
     output: list[OutputChunk] = field(default_factory=list)
     children: dict[int, ChildProcess] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    names: dict[int, str] = field(
+        default_factory=dict
+    )  # ids used in table rows (modules, optimizers)
     complete: bool = False  # the recorder closed the file normally
     source: str | None = None  # file the profile was loaded from or is being written to
 
@@ -172,6 +181,26 @@ class Profile:
     def gpu(self) -> SampleTable | None:
         table = self.tables.get("gpu")
         return table if table is not None and len(table) else None
+
+    @property
+    def steps(self) -> SampleTable | None:
+        """One row per optimizer step (see docs/instrumentation.md)."""
+        table = self.tables.get("steps")
+        return table if table is not None and len(table) else None
+
+    @property
+    def spans(self) -> SampleTable | None:
+        """Forward and backward passes (kind 0 / 1) and backward-forward links (kind 2)."""
+        table = self.tables.get("spans")
+        return table if table is not None and len(table) else None
+
+    @property
+    def iterations(self) -> int:
+        steps = self.steps
+        return len(steps) if steps is not None else 0
+
+    def name(self, name_id: int) -> str:
+        return self.names.get(int(name_id), "?")
 
     @property
     def sample_count(self) -> int:

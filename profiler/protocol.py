@@ -305,3 +305,55 @@ GPU_TABLE = TableSchema(
         ("ooms", "Q"),
     ],
 )
+
+# Tables written by the agent's PyTorch instrumentation (see docs/instrumentation.md). Every
+# column is signed so that -1 can mean "not known" (no CUDA, breakdown not measured).
+STEP_TABLE = TableSchema(
+    AGENT_TABLE_BASE + 1,
+    "steps",
+    [
+        ("t", "q"),
+        ("end", "q"),
+        ("index", "q"),
+        ("optimizer", "q"),  # a name id (see the "name" event)
+        ("cleared", "q"),  # CLEARED_* below
+        ("rss", "q"),
+        ("device", "q"),  # the current CUDA device, -1 without CUDA
+        ("allocated", "q"),
+        ("reserved", "q"),
+        ("allocated_peak", "q"),
+        ("reserved_peak", "q"),
+        ("active", "q"),
+        ("inactive_split", "q"),
+        ("alloc_retries", "q"),
+        ("ooms", "q"),
+        ("params_cpu", "q"),  # breakdown: -1 on steps where it was not measured
+        ("params_gpu", "q"),
+        ("grads_cpu", "q"),
+        ("grads_gpu", "q"),
+        ("state_cpu", "q"),
+        ("state_gpu", "q"),
+    ],
+)
+SPAN_TABLE = TableSchema(
+    AGENT_TABLE_BASE + 2,
+    "spans",
+    [
+        ("t", "q"),
+        ("end", "q"),
+        ("kind", "q"),  # SPAN_* below
+        (
+            "id",
+            "q",
+        ),  # forward: its id; backward: the first forward it went through; link: a forward
+        ("module", "q"),  # forward: a name id
+        ("flags", "q"),  # forward: FLAG_* below
+        ("depth", "q"),  # forward: nesting among outermost modules
+    ],
+)
+
+CLEARED_NONE, CLEARED_ZERO_GRAD, CLEARED_GRAD_REPLACED, CLEARED_FIRST_STEP = 0, 1, 2, 3
+CLEARED_NAMES = {0: None, 1: "zero_grad", 2: "grad_replaced", 3: "first_step"}
+SPAN_FORWARD, SPAN_BACKWARD, SPAN_LINK = 0, 1, 2  # a link row: this backward covered forward `id`
+FLAG_TRAINING, FLAG_GRAD, FLAG_REQUIRES_GRAD, FLAG_AUTOCAST_CUDA, FLAG_AUTOCAST_CPU = 1, 2, 4, 8, 16
+AGENT_TABLES = (GPU_TABLE, STEP_TABLE, SPAN_TABLE)

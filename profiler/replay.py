@@ -10,7 +10,15 @@ import codecs
 from typing import Any
 
 from profiler import codec, protocol
-from profiler.model import ChildProcess, DeviceInfo, Event, OutputChunk, Profile, SampleTable
+from profiler.model import (
+    TIME_COLUMNS,
+    ChildProcess,
+    DeviceInfo,
+    Event,
+    OutputChunk,
+    Profile,
+    SampleTable,
+)
 from profiler.protocol import ProtocolError, TableSchema
 
 # Events that update run metadata or children; all others are only appended.
@@ -24,6 +32,7 @@ _SPECIAL_EVENTS = frozenset(
         "child_exited",
         "recording_end",
         "warning",
+        "name",
     }
 )
 
@@ -102,8 +111,10 @@ class ProfileBuilder:
                 continue
             if self._t0 is None:
                 self._t0 = int(matrix[0, 0])
-            columns = {name: matrix[:, i] for i, (name, _) in enumerate(schema.columns)}
-            columns["t"] = (matrix[:, 0] - self._t0) / 1e9
+            columns = {
+                name: (matrix[:, i] - self._t0) / 1e9 if name in TIME_COLUMNS else matrix[:, i]
+                for i, (name, _) in enumerate(schema.columns)
+            }
             self.profile.tables[schema.name].append(columns)
 
     # -- metadata and events ----------------------------------------------------------------
@@ -187,6 +198,10 @@ class ProfileBuilder:
                 child.last_seen = event.t
         elif kind == "recording_end":
             self.profile.complete = True
+        elif kind == "name":
+            name_id, name = _opt_int(data.get("id")), data.get("name")
+            if name_id is not None and isinstance(name, str):
+                self.profile.names[name_id] = name
         elif kind == "warning":
             message = _str(data.get("message"))
             if message:

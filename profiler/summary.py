@@ -66,7 +66,7 @@ def summarize(profile: Profile) -> RunSummary:
     return RunSummary(
         duration_s=profile.duration,
         samples=profile.sample_count,
-        iterations=sum(1 for _ in profile.events_of("step")),
+        iterations=profile.iterations,
         exit_code=profile.info.exit_code,
         signal=profile.info.signal,
         ram=ram_peak,

@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
+from profiler import protocol
 from tests.support import MEMSIGHT, child_env, find_python, run_memsight, run_plain, write_script
 
 TRAIN = """
@@ -54,27 +57,36 @@ def test_losses_are_identical_with_and_without_memsight(tmp_path: Path) -> None:
     assert len(traced.stdout.splitlines()) == 8
 
 
+def cleared(profile: Any) -> list[str | None]:
+    return [protocol.CLEARED_NAMES[int(c)] for c in profile.steps["cleared"]]
+
+
 def test_iterations_epochs_phases_and_modes_are_recorded(tmp_path: Path) -> None:
     traced, profile = run_train(tmp_path, "zero_grad")
-    steps = list(profile.events_of("step"))
-    assert [s.get("index") for s in steps] == list(range(1, 9))
-    assert all(s.get("cleared") == "zero_grad" and s.get("memory")["rss"] > 0 for s in steps)
+    steps = profile.steps
+    assert list(steps["index"]) == list(range(1, 9))
+    assert cleared(profile) == ["zero_grad"] * 8
+    assert (steps["rss"] > 0).all() and (steps["device"] == -1).all()
+    assert [profile.name(i) for i in set(steps["optimizer"])] == ["Adam"]
     assert [(e.get("loader"), e.get("index")) for e in profile.events_of("epoch")] == [
         (1, 1),
         (1, 2),
     ]
-    forwards = list(profile.events_of("forward"))
-    assert len(forwards) == 8 + 2 * 2
-    evals = [f for f in forwards if not f.get("training")]
-    assert [f.get("grad") for f in evals] == [False, True, False, True]
-    backwards = list(profile.events_of("backward"))
-    assert len(backwards) == 8
-    followed = {fid for b in backwards for fid in b.get("forwards")}
-    assert all(f.get("id") not in followed for f in evals)
-    assert all(
-        f.t <= f.get("end") <= b.t
-        for f, b in zip([f for f in forwards if f.get("training")], backwards, strict=True)
-    )
+    spans = profile.spans
+    forward = spans["kind"] == protocol.SPAN_FORWARD
+    assert int(forward.sum()) == 8 + 2 * 2
+    flags = spans["flags"][forward]
+    training = (flags & protocol.FLAG_TRAINING) > 0
+    evals_grad = ((flags & protocol.FLAG_GRAD) > 0)[~training]
+    assert evals_grad.tolist() == [False, True, False, True]
+    backward = spans["kind"] == protocol.SPAN_BACKWARD
+    assert int(backward.sum()) == 8
+    linked = set(spans["id"][spans["kind"] == protocol.SPAN_LINK].tolist())
+    eval_ids = spans["id"][forward][~training]
+    assert not linked & set(eval_ids.tolist())
+    train_ends = spans["end"][forward][training]
+    assert (train_ends <= spans["t"][backward]).all()
+    assert (spans["t"] <= spans["end"]).all()
     assert [m.get("training") for m in profile.events_of("mode")] == [False, True, False]
     report = subprocess.run(
         [*MEMSIGHT, "report", str(traced.profile_path), "--json"],
@@ -87,24 +99,23 @@ def test_iterations_epochs_phases_and_modes_are_recorded(tmp_path: Path) -> None
 
 def test_gradient_accumulation_clears_before_every_step(tmp_path: Path) -> None:
     _, profile = run_train(tmp_path, "accumulate")
-    steps = list(profile.events_of("step"))
-    assert len(steps) == 4
-    assert [s.get("cleared") for s in steps] == ["zero_grad"] * 4
-    backwards_between = [
-        sum(1 for b in profile.events_of("backward") if (prev.t if prev else 0) <= b.t < s.t)
-        for prev, s in zip([None, *steps[:-1]], steps, strict=True)
-    ]
-    assert backwards_between == [2, 2, 2, 2]
+    assert cleared(profile) == ["zero_grad"] * 4
+    spans, steps = profile.spans, profile.steps
+    backward_starts = spans["t"][spans["kind"] == protocol.SPAN_BACKWARD]
+    step_starts = steps["t"]
+    counts = np.histogram(backward_starts, bins=[0.0, *step_starts.tolist()])[0]
+    assert counts.tolist() == [2, 2, 2, 2]
 
 
 def test_a_loop_without_zero_grad_shows_no_clearing_after_the_first_step(tmp_path: Path) -> None:
     _, profile = run_train(tmp_path, "none")
-    assert [s.get("cleared") for s in profile.events_of("step")] == ["first_step"] + [None] * 7
+    assert cleared(profile) == ["first_step"] + [None] * 7
 
 
 def test_no_hooks_records_memory_only(tmp_path: Path) -> None:
     traced, profile = run_train(tmp_path, "zero_grad", "--no-hooks")
-    assert not list(profile.events_of("step", "forward", "backward", "epoch", "mode"))
+    assert profile.steps is None and profile.spans is None
+    assert not list(profile.events_of("epoch", "mode"))
     assert next(profile.events_of("torch_imported")).get("hooks") is False
     assert traced.stdout == run_plain(["train.py", "zero_grad"], tmp_path).stdout
 
@@ -210,5 +221,5 @@ def test_torch_compile_is_left_intact(tmp_path: Path) -> None:
     assert traced.returncode == 0, traced.stderr
     assert traced.stdout == plain.stdout
     profile = traced.profile()
-    assert len(list(profile.events_of("step"))) == 3
+    assert profile.iterations == 3
     assert not list(profile.events_of("agent_error"))

@@ -14,17 +14,31 @@ import torch
 import torch.nn.modules.module as module_mod
 from torch import nn
 
+from profiler import protocol
 from profiler.agent.instrument import Instrumentation, measure_breakdown
 
 
 class CollectingAgent:
+    """Stands in for the agent: keeps events and table rows (as dicts) in memory."""
+
     def __init__(self) -> None:
         self.events: list[dict[str, Any]] = []
+        self.rows: dict[str, list[dict[str, int]]] = {"spans": [], "steps": [], "gpu": []}
+        self.names: dict[str, int] = {}
         self.errors: list[tuple[str, BaseException]] = []
         self.reader: Any = None
 
     def event(self, type_: str, t: int | None = None, **data: Any) -> None:
         self.events.append({"type": type_, "t": t, **data})
+
+    def row(self, schema: protocol.TableSchema, values: tuple[int, ...]) -> None:
+        schema.row.pack(*values)  # what the real agent does: the row must fit its schema
+        self.rows[schema.name].append(
+            dict(zip([c for c, _ in schema.columns], values, strict=True))
+        )
+
+    def name_id(self, name: str) -> int:
+        return self.names.setdefault(name, len(self.names) + 1)
 
     def error(self, where: str, exc: BaseException) -> None:
         self.errors.append((where, exc))
@@ -37,6 +51,36 @@ class CollectingAgent:
 
     def of(self, kind: str) -> list[dict[str, Any]]:
         return [e for e in self.events if e["type"] == kind]
+
+    def forwards(self) -> list[dict[str, Any]]:
+        names = {v: k for k, v in self.names.items()}
+        return [
+            {
+                **r,
+                "module": names[r["module"]],
+                "training": bool(r["flags"] & protocol.FLAG_TRAINING),
+                "grad": bool(r["flags"] & protocol.FLAG_GRAD),
+                "requires_grad": bool(r["flags"] & protocol.FLAG_REQUIRES_GRAD),
+            }
+            for r in self.rows["spans"]
+            if r["kind"] == protocol.SPAN_FORWARD
+        ]
+
+    def backwards(self) -> list[dict[str, Any]]:
+        spans = self.rows["spans"]
+        return [
+            {
+                **r,
+                "forwards": [
+                    x["id"] for x in spans if x["kind"] == protocol.SPAN_LINK and x["t"] == r["t"]
+                ],
+            }
+            for r in spans
+            if r["kind"] == protocol.SPAN_BACKWARD
+        ]
+
+    def steps(self) -> list[dict[str, Any]]:
+        return [{**r, "cleared": protocol.CLEARED_NAMES[r["cleared"]]} for r in self.rows["steps"]]
 
 
 @pytest.fixture
@@ -81,10 +125,10 @@ def test_after_discovery_only_the_outermost_module_carries_hooks(hooked: Any) ->
     for leaf in model.modules():
         if leaf is not model:
             assert not leaf._forward_hooks and not leaf._forward_pre_hooks
-    forwards = agent.of("forward")
+    forwards = agent.forwards()
     assert [f["module"] for f in forwards] == ["Net"] * 3
     assert all(f["training"] and f["grad"] and f["requires_grad"] for f in forwards)
-    backwards = agent.of("backward")
+    backwards = agent.backwards()
     assert [b["forwards"] for b in backwards] == [[1], [2], [3]]
     assert all(b["t"] <= b["end"] for b in backwards)
 
@@ -94,17 +138,17 @@ def test_each_optimizer_step_is_one_event_with_memory_and_clearing(hooked: Any) 
     model = Net()
     opt = torch.optim.Adam(model.parameters(), 1e-3)
     train_steps(model, opt, 4)
-    steps = agent.of("step")
+    steps = agent.steps()
     assert [s["index"] for s in steps] == [1, 2, 3, 4]
     assert [s["cleared"] for s in steps] == ["zero_grad"] * 4
-    assert all(s["memory"]["rss"] > 0 for s in steps)
+    assert all(s["rss"] > 0 and s["device"] == -1 and s["allocated"] == -1 for s in steps)
     expected = sum(p.numel() * p.element_size() for p in model.parameters())
-    # Measured at the first steps, then at most once a second.
-    assert ["breakdown" in s for s in steps] == [True, True, True, False]
-    breakdown = steps[2]["breakdown"]
-    assert breakdown["params"] == {"cpu": expected}
-    assert breakdown["grads"] == {"cpu": expected}
-    assert breakdown["state"] == {"cpu": 2 * expected}  # Adam: exp_avg and exp_avg_sq
+    # Measured at the first steps, then at most once a second (-1: not measured).
+    assert [s["params_cpu"] for s in steps] == [expected] * 3 + [-1]
+    third = steps[2]
+    assert (third["params_cpu"], third["params_gpu"]) == (expected, 0)
+    assert (third["grads_cpu"], third["grads_gpu"]) == (expected, 0)
+    assert third["state_cpu"] == 2 * expected  # Adam: exp_avg and exp_avg_sq
 
 
 def test_missing_zero_grad_and_manual_clearing_are_told_apart(hooked: Any) -> None:
@@ -115,7 +159,7 @@ def test_missing_zero_grad_and_manual_clearing_are_told_apart(hooked: Any) -> No
     for p in model.parameters():
         p.grad = None
     train_steps(model, opt, 1, zero_grad=False)
-    assert [s["cleared"] for s in agent.of("step")] == ["first_step", None, None, "grad_replaced"]
+    assert [s["cleared"] for s in agent.steps()] == ["first_step", None, None, "grad_replaced"]
 
 
 def test_parameters_sharing_one_storage_are_counted_once() -> None:
@@ -139,7 +183,7 @@ def test_train_eval_switches_are_events_and_rearm_discovery(hooked: Any) -> None
         (True, "Net"),
     ]
     assert other in inst.roots
-    eval_forward = agent.of("forward")[-1]
+    eval_forward = agent.forwards()[-1]
     assert (eval_forward["module"], eval_forward["grad"], eval_forward["requires_grad"]) == (
         "Linear",
         False,
@@ -173,7 +217,9 @@ def test_an_in_place_relu_model_trains_identically_with_the_hooks() -> None:
     assert agent.errors == []
 
 
-def test_epochs_count_new_iterators_per_dataset_even_with_a_new_loader_each_time(hooked: Any) -> None:
+def test_epochs_count_new_iterators_per_dataset_even_with_a_new_loader_each_time(
+    hooked: Any,
+) -> None:
     _, agent = hooked
     train_set = torch.utils.data.TensorDataset(torch.randn(8, 2))
     val_set = torch.utils.data.TensorDataset(torch.randn(4, 2))
@@ -181,7 +227,12 @@ def test_epochs_count_new_iterators_per_dataset_even_with_a_new_loader_each_time
     for _ in range(2):
         list(torch.utils.data.DataLoader(train_set, batch_size=4))  # rebuilt every epoch
         list(val)
-    assert [(e["loader"], e["index"]) for e in agent.of("epoch")] == [(1, 1), (2, 1), (1, 2), (2, 2)]
+    assert [(e["loader"], e["index"]) for e in agent.of("epoch")] == [
+        (1, 1),
+        (2, 1),
+        (1, 2),
+        (2, 2),
+    ]
 
 
 def test_an_oom_in_a_forward_is_seen_even_when_the_script_catches_it(hooked: Any) -> None:
@@ -231,4 +282,4 @@ def test_compiled_regions_are_skipped(hooked: Any, monkeypatch: pytest.MonkeyPat
     inst, agent = hooked
     monkeypatch.setattr(inst, "_is_compiling", lambda: True)
     Net()(torch.randn(2, 8))
-    assert not inst.roots and agent.of("forward") == []
+    assert not inst.roots and agent.forwards() == []

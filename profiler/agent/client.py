@@ -13,10 +13,10 @@ import socket
 import sys
 import threading
 import time
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from .. import protocol
-from ..protocol import GPU_TABLE, encode_json_frame
+from ..protocol import AGENT_TABLES, GPU_TABLE, TableSchema, encode_json_frame
 from . import oom
 from .runner import format_traceback
 
@@ -52,7 +52,8 @@ class Agent:
         self._exception_ids = 0
         self._lock = threading.Lock()
         self._events: List[Dict[str, Any]] = []
-        self._rows = bytearray()
+        self._rows: Dict[int, bytearray] = {schema.id: bytearray() for schema in AGENT_TABLES}
+        self._names: Dict[str, int] = {}
         self._stop = threading.Event()
         self._closed = False
         self._errors: Set[str] = set()
@@ -64,7 +65,8 @@ class Agent:
             "python_version": "%d.%d.%d" % sys.version_info[:3],
             "executable": sys.executable,
         }
-        self._sock.sendall(protocol.hello_frame(token, self.pid, hello) + GPU_TABLE.frame())
+        schemas = b"".join(schema.frame() for schema in AGENT_TABLES)
+        self._sock.sendall(protocol.hello_frame(token, self.pid, hello) + schemas)
         self._thread = threading.Thread(target=self._loop, name="memsight-agent", daemon=True)
         os.register_at_fork(after_in_child=self._forked)
 
@@ -91,6 +93,22 @@ class Agent:
         data["type"] = type_
         with self._lock:
             self._events.append(data)
+
+    def row(self, schema: TableSchema, values: Tuple[int, ...]) -> None:
+        """Queue one row of an agent table (cheaper than an event at high rates)."""
+        if self._closed or os.getpid() != self.pid:
+            return
+        packed = schema.row.pack(*values)
+        with self._lock:
+            self._rows[schema.id] += packed
+
+    def name_id(self, name: str) -> int:
+        """A small number standing for `name` in table rows; announced once by a "name" event."""
+        known = self._names.get(name)
+        if known is None:
+            known = self._names[name] = len(self._names) + 1
+            self.event("name", id=known, name=name)
+        return known
 
     def error(self, where: str, exc: BaseException) -> None:
         """Report an agent failure once per place; the script is never disturbed."""
@@ -219,7 +237,7 @@ class Agent:
             if self._cuda is not None:
                 rows = self._cuda.sample(time.monotonic_ns())
                 with self._lock:
-                    self._rows += rows
+                    self._rows[GPU_TABLE.id] += rows
         except Exception as exc:
             self.error("sampler", exc)
 
@@ -256,12 +274,14 @@ class Agent:
         self._cuda = sampler
 
     def _send_pending(self) -> bool:
+        frames = []
         with self._lock:
             events, self._events = self._events, []
-            rows, self._rows = bytes(self._rows), bytearray()
-        frames = []
-        if rows:
-            frames.append(GPU_TABLE.rows_frame(rows))
+            for schema in AGENT_TABLES:
+                rows = self._rows[schema.id]
+                if rows:
+                    frames.append(schema.rows_frame(bytes(rows)))
+                    rows.clear()
         for start in range(0, len(events), EVENTS_PER_FRAME):
             batch = events[start : start + EVENTS_PER_FRAME]
             try:

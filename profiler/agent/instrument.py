@@ -37,6 +37,23 @@ import time
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
+from ..protocol import (
+    CLEARED_FIRST_STEP,
+    CLEARED_GRAD_REPLACED,
+    CLEARED_NONE,
+    CLEARED_ZERO_GRAD,
+    FLAG_AUTOCAST_CPU,
+    FLAG_AUTOCAST_CUDA,
+    FLAG_GRAD,
+    FLAG_REQUIRES_GRAD,
+    FLAG_TRAINING,
+    SPAN_BACKWARD,
+    SPAN_FORWARD,
+    SPAN_LINK,
+    SPAN_TABLE,
+    STEP_TABLE,
+)
+
 DISCOVERY_FORWARDS = 3  # root forwards without a new root before discovery ends
 REDISCOVER_NS = 10 * 1_000_000_000
 BREAKDOWN_WARMUP_STEPS = 3
@@ -71,7 +88,7 @@ class Instrumentation:
         self._datasets: "weakref.WeakKeyDictionary[Any, List[int]]" = weakref.WeakKeyDictionary()
         self._dataset_ids = 0
         self._observer_attached = False
-        self._cleared: Optional[str] = None
+        self._cleared = CLEARED_NONE
         self._statm: Optional[int] = None
         compiler = getattr(torch, "compiler", None)
         self._is_compiling: Callable[[], bool] = getattr(compiler, "is_compiling", lambda: False)
@@ -213,17 +230,16 @@ class Instrumentation:
             self.observe_exception(failed, where="forward")
         elif grad:
             watched = self._watch_backward(output, forward_id)
-        self.agent.event(
-            "forward",
-            t=start,
-            end=end,
-            id=forward_id,
-            module=type(module).__name__,
-            training=training,
-            grad=grad,
-            autocast=autocast,
-            requires_grad=watched,
-            depth=len(stack),
+        flags = (
+            (FLAG_TRAINING if training else 0)
+            | (FLAG_GRAD if grad else 0)
+            | (FLAG_REQUIRES_GRAD if watched else 0)
+            | (FLAG_AUTOCAST_CUDA if autocast == "cuda" else 0)
+            | (FLAG_AUTOCAST_CPU if autocast == "cpu" else 0)
+        )
+        module_id = self.agent.name_id(type(module).__name__)
+        self.agent.row(
+            SPAN_TABLE, (start, end, SPAN_FORWARD, forward_id, module_id, flags, len(stack))
         )
         if not stack:
             self.phase = "backward" if self._backward_start is not None else None
@@ -275,8 +291,11 @@ class Instrumentation:
         start, self._backward_start = self._backward_start, None
         if start is None:
             return
-        self.agent.event("backward", t=start, end=_now(), forwards=self._backward_forwards)
-        self._backward_forwards = []
+        end = _now()
+        forwards, self._backward_forwards = self._backward_forwards, []
+        self.agent.row(SPAN_TABLE, (start, end, SPAN_BACKWARD, forwards[0], 0, 0, 0))
+        for forward_id in forwards:
+            self.agent.row(SPAN_TABLE, (start, end, SPAN_LINK, forward_id, 0, 0, 0))
         if self.phase == "backward":
             self.phase = None
 
@@ -300,17 +319,29 @@ class Instrumentation:
             return
         self.steps += 1
         end = _now()
-        data: Dict[str, Any] = {
-            "end": end,
-            "index": self.steps,
-            "optimizer": type(optimizer).__name__,
-            "cleared": self._cleared,
-            "memory": self.memory_state(),
-        }
+        memory = self.memory_state()
+        cuda = memory.get("cuda")
+        if cuda is not None:
+            gpu = tuple(cuda.get(k, -1) for k in _STEP_CUDA_FIELDS)
+            device = cuda.get("device", -1)
+        else:
+            gpu, device = _NO_CUDA, -1
         breakdown = self._breakdown(optimizer, end)
-        if breakdown is not None:
-            data["breakdown"] = breakdown
-        self.agent.event("step", t=self._step_start, **data)
+        sizes = _NOT_MEASURED if breakdown is None else _breakdown_row(breakdown)
+        self.agent.row(
+            STEP_TABLE,
+            (
+                self._step_start,
+                end,
+                self.steps,
+                self.agent.name_id(type(optimizer).__name__),
+                self._cleared,
+                memory.get("rss", -1),
+                device,
+                *gpu,
+                *sizes,
+            ),
+        )
         self._zero_grad_called = False
         self._remember_grads(optimizer)
         self.phase = None
@@ -319,21 +350,21 @@ class Instrumentation:
         else:
             self._maybe_rediscover()
 
-    def _cleared_how(self, optimizer: Any) -> Optional[str]:
-        """How the gradients were cleared since this optimizer's previous step, if they were."""
+    def _cleared_how(self, optimizer: Any) -> int:
+        """How the gradients were cleared since this optimizer's previous step (CLEARED_*)."""
         if self._zero_grad_called:
-            return "zero_grad"
+            return CLEARED_ZERO_GRAD
         refs = self._grad_refs.get(id(optimizer))
         if refs is None:
-            return "first_step"
+            return CLEARED_FIRST_STEP
         for param_ref, grad_ref in refs:
             param = param_ref()
             if param is None:
                 continue
             grad = param.grad
             if grad is None or grad is not grad_ref():
-                return "grad_replaced"  # set to None (or replaced) and recomputed
-        return None
+                return CLEARED_GRAD_REPLACED  # set to None (or replaced) and recomputed
+        return CLEARED_NONE
 
     def _remember_grads(self, optimizer: Any) -> None:
         refs = []
@@ -497,6 +528,30 @@ class Instrumentation:
 
     def observe_exception(self, exc: BaseException, where: str) -> None:
         self.agent.report_exception(exc, where=where)
+
+
+_STEP_CUDA_FIELDS = (
+    "allocated",
+    "reserved",
+    "allocated_peak",
+    "reserved_peak",
+    "active",
+    "inactive_split",
+    "alloc_retries",
+    "ooms",
+)
+_NO_CUDA = (-1,) * len(_STEP_CUDA_FIELDS)
+_NOT_MEASURED = (-1,) * 6
+
+
+def _breakdown_row(breakdown: Dict[str, Dict[str, int]]) -> Tuple[int, ...]:
+    """params, grads, state bytes, each on the CPU and on accelerators (any other device)."""
+    row = []
+    for kind in ("params", "grads", "state"):
+        by_device = breakdown[kind]
+        cpu = by_device.get("cpu", 0)
+        row += [cpu, sum(by_device.values()) - cpu]
+    return tuple(row)
 
 
 def measure_breakdown(optimizer: Any) -> Dict[str, Dict[str, int]]:

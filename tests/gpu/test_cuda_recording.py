@@ -11,7 +11,9 @@ from tests.support import run_memsight, write_script
 GiB = 1024**3
 
 
-def test_allocated_and_reserved_follow_the_script_and_the_device_is_described(tmp_path: Path) -> None:
+def test_allocated_and_reserved_follow_the_script_and_the_device_is_described(
+    tmp_path: Path,
+) -> None:
     write_script(
         tmp_path,
         "alloc.py",
@@ -76,14 +78,16 @@ def test_steps_carry_cuda_memory_and_the_breakdown(tmp_path: Path) -> None:
     )
     traced = run_memsight(["train.py"], tmp_path)
     assert traced.returncode == 0, traced.stderr
-    steps = list(traced.profile().events_of("step"))
-    assert len(steps) == 5
+    profile = traced.profile()
+    steps = profile.steps
+    assert steps is not None and len(steps) == 5
     params = (1024 * 4096 + 4096 + 4096 * 1024 + 1024) * 4
-    first = steps[0]
-    assert first.get("breakdown")["params"] == {"cuda": params}
-    assert first.get("breakdown")["state"] == {"cuda": 2 * params}
-    assert first.get("memory")["cuda"]["allocated"] >= 4 * params
-    assert list(traced.profile().events_of("backward"))
+    assert (int(steps["params_gpu"][0]), int(steps["params_cpu"][0])) == (params, 0)
+    assert int(steps["state_gpu"][0]) == 2 * params
+    assert int(steps["device"][0]) == 0
+    assert int(steps["allocated"][0]) >= 4 * params
+    spans = profile.spans
+    assert spans is not None and (spans["kind"] == 1).sum() == 5
 
 
 def test_a_cuda_oom_is_captured_with_its_numbers_phase_and_observer_event(tmp_path: Path) -> None:
