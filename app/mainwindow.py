@@ -1,0 +1,407 @@
+"""The main window: run setup, live timelines, console, status bar, profiles."""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import time
+from datetime import datetime
+from pathlib import Path
+
+from PySide6.QtCore import QEvent, QSettings, QStandardPaths, Qt, QTimer
+from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QFileDialog,
+    QLabel,
+    QMainWindow,
+    QMessageBox,
+    QWidget,
+)
+
+import profiler
+from app.console import ConsoleView
+from app.controller import RunController
+from app.runsetup import RunSetupPanel
+from app.settings import AppSettings
+from app.timeline import TimelineView
+from profiler.model import Profile
+from profiler.recorder.session import ExitStatus, default_profile_name
+from profiler.storage import SUFFIX, ProfileError, load_profile
+from profiler.units import format_bytes, format_duration
+
+REFRESH_MS = 33  # ≤ 30 Hz: the model is redrawn on this timer, never per sample
+PROFILE_FILTER = f"memsight profiles (*{SUFFIX});;All files (*)"
+
+
+def recordings_dir() -> Path:
+    base = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.AppDataLocation)
+    path = Path(base or Path.home() / ".memsight") / "recordings"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, store: QSettings | None = None) -> None:
+        super().__init__()
+        self.store = store or QSettings("memsight", "memsight")
+        self.settings = AppSettings.load(self.store)
+        self.controller: RunController | None = None
+        self.profile: Profile | None = None
+        self.profile_path: Path | None = None
+        self.error_box: QMessageBox | None = None
+        self.frame_ms: list[float] = []  # duration of each refresh, for benchmarks
+        self._run_started = 0.0
+        self._rate = (0.0, 0)  # (time, samples) at the last status update
+
+        self.setWindowTitle("memsight")
+        self.setAcceptDrops(True)
+        self.setDockNestingEnabled(True)
+        self.timeline = TimelineView()
+        self.setCentralWidget(self.timeline)
+        self.setup_panel = RunSetupPanel()
+        self.console = ConsoleView()
+        self.setup_dock = self._dock("Run", self.setup_panel, Qt.DockWidgetArea.LeftDockWidgetArea)
+        self.console_dock = self._dock(
+            "Console", self.console, Qt.DockWidgetArea.BottomDockWidgetArea
+        )
+        for python in self.settings.pythons:
+            self.setup_panel.add_python(python)
+
+        self.state_label = QLabel("Ready")
+        self.elapsed_label = QLabel("")
+        self.ram_label = QLabel("")
+        self.gpu_label = QLabel("")
+        self.rate_label = QLabel("")
+        for label in (
+            self.state_label,
+            self.elapsed_label,
+            self.ram_label,
+            self.gpu_label,
+            self.rate_label,
+        ):
+            self.statusBar().addPermanentWidget(label)
+
+        self._make_actions()
+        self.setup_panel.runRequested.connect(self.start_run)
+        self.setup_panel.stopRequested.connect(self.stop_run)
+        self.setup_panel.scriptChosen.connect(self.open_script)
+        self.timeline.followChanged.connect(self.follow_action.setChecked)
+        self.timer = QTimer(self)
+        self.timer.setInterval(REFRESH_MS)
+        self.timer.timeout.connect(self._tick)
+
+        geometry = self.store.value("geometry")
+        if geometry is not None:
+            self.restoreGeometry(geometry)
+        else:
+            self.resize(1280, 820)
+        state = self.store.value("window_state")
+        if state is not None:
+            self.restoreState(state)
+
+    def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
+        dock = QDockWidget(title, self)
+        dock.setObjectName(f"dock_{title.lower()}")
+        dock.setWidget(widget)
+        self.addDockWidget(area, dock)
+        return dock
+
+    def _action(
+        self, text: str, shortcut: str | QKeySequence.StandardKey | None, slot: object
+    ) -> QAction:
+        action = QAction(text, self)
+        if shortcut is not None:
+            action.setShortcut(QKeySequence(shortcut))
+        action.triggered.connect(slot)
+        return action
+
+    def _make_actions(self) -> None:
+        menu = self.menuBar()
+        file_menu = menu.addMenu("&File")
+        self.open_script_action = self._action("Open &Script…", "Ctrl+Shift+O", self._choose_script)
+        self.open_action = self._action(
+            "&Open Profile…", QKeySequence.StandardKey.Open, self._choose_profile
+        )
+        self.save_action = self._action(
+            "Save Profile &As…", QKeySequence.StandardKey.SaveAs, self.save_as
+        )
+        self.save_action.setEnabled(False)
+        file_menu.addAction(self.open_script_action)
+        file_menu.addAction(self.open_action)
+        self.recent_menu = file_menu.addMenu("Open &Recent")
+        self.recent_menu.aboutToShow.connect(self._fill_recent)
+        file_menu.addAction(self.save_action)
+        file_menu.addSeparator()
+        file_menu.addAction(self._action("&Quit", QKeySequence.StandardKey.Quit, self.close))
+
+        run_menu = menu.addMenu("&Run")
+        self.run_action = self._action("&Run", "Ctrl+R", self.start_run)
+        self.stop_action = self._action("&Stop", "Ctrl+.", self.stop_run)
+        self.stop_action.setEnabled(False)
+        run_menu.addAction(self.run_action)
+        run_menu.addAction(self.stop_action)
+
+        view_menu = menu.addMenu("&View")
+        self.follow_action = self._action("&Follow Latest Samples", "F", self.timeline.set_follow)
+        self.follow_action.setCheckable(True)
+        self.follow_action.setChecked(True)
+        view_menu.addAction(self.follow_action)
+        view_menu.addAction(self._action("&Zoom to Fit", "Ctrl+0", self.timeline.zoom_to_fit))
+        view_menu.addSeparator()
+        view_menu.addAction(self.setup_dock.toggleViewAction())
+        view_menu.addAction(self.console_dock.toggleViewAction())
+        self.console_find = self._action(
+            "&Find in Output", QKeySequence.StandardKey.Find, self._focus_find
+        )
+        view_menu.addAction(self.console_find)
+
+        help_menu = menu.addMenu("&Help")
+        help_menu.addAction(self._action("&About memsight", None, self._about))
+
+    # -- opening things -------------------------------------------------------------------
+
+    def open_path(self, path: str) -> None:
+        """A script (.py) goes to the run setup; anything else is opened as a profile."""
+        if path.endswith(".py") or Path(path).is_dir():
+            self.open_script(path)
+        else:
+            self.open_profile(path)
+
+    def open_script(self, path: str) -> None:
+        if not path:
+            return
+        key = str(Path(path).resolve()) if not path.startswith("-m ") else path
+        self.setup_panel.set_script(path, self.settings.setups.get(key))
+        AppSettings.remember(self.settings.recent_scripts, key)
+        self.settings.save(self.store)
+        self.setWindowTitle(f"memsight — {Path(path).name}")
+
+    def open_profile(self, path: str) -> bool:
+        if self.controller is not None and self.controller.running:
+            self.show_error("A run is in progress", "Stop it before opening a profile.")
+            return False
+        try:
+            profile = load_profile(path)
+        except ProfileError as exc:
+            self.show_error("Cannot open profile", str(exc))
+            return False
+        self.controller = None
+        self._show_profile(profile, Path(path))
+        AppSettings.remember(self.settings.recent_profiles, str(Path(path).resolve()))
+        self.settings.save(self.store)
+        return True
+
+    def _show_profile(self, profile: Profile, path: Path, running: bool = False) -> None:
+        self.profile = profile
+        self.profile_path = path
+        self.timeline.set_profile(profile, running=running)
+        self.console.set_profile(profile)
+        self.save_action.setEnabled(not running)
+        self._update_status()
+        self.setWindowTitle(f"memsight — {profile.info.target or path.name}")
+
+    def _choose_script(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open script", "", "Python scripts (*.py)")
+        if path:
+            self.open_script(path)
+
+    def _choose_profile(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Open profile", str(recordings_dir()), PROFILE_FILTER
+        )
+        if path:
+            self.open_profile(path)
+
+    def _fill_recent(self) -> None:
+        self.recent_menu.clear()
+        for title, items in (
+            ("Scripts", self.settings.recent_scripts),
+            ("Profiles", self.settings.recent_profiles),
+        ):
+            section = self.recent_menu.addAction(title)
+            section.setEnabled(False)
+            for item in items:
+                action = self.recent_menu.addAction(item)
+                action.triggered.connect(functools.partial(self.open_path, item))
+        if not (self.settings.recent_scripts or self.settings.recent_profiles):
+            self.recent_menu.addAction("(nothing yet)").setEnabled(False)
+
+    def save_as(self) -> None:
+        if self.profile_path is None:
+            return
+        suggestion = str(Path.cwd() / self.profile_path.name)
+        path, _ = QFileDialog.getSaveFileName(self, "Save profile as", suggestion, PROFILE_FILTER)
+        if path:
+            self.save_to(path)
+
+    def save_to(self, path: str) -> bool:
+        assert self.profile_path is not None
+        try:
+            shutil.copyfile(self.profile_path, path)
+        except OSError as exc:
+            self.show_error("Cannot save profile", f"{path}: {exc.strerror or exc}")
+            return False
+        AppSettings.remember(self.settings.recent_profiles, str(Path(path).resolve()))
+        self.settings.save(self.store)
+        self.statusBar().showMessage(f"Saved {path}", 5000)
+        return True
+
+    def show_error(self, title: str, message: str) -> None:
+        box = QMessageBox(
+            QMessageBox.Icon.Critical, title, message, QMessageBox.StandardButton.Ok, self
+        )
+        box.setTextFormat(Qt.TextFormat.PlainText)  # text from files and scripts is never markup
+        box.open()
+        self.error_box = box
+
+    # -- running ----------------------------------------------------------------------------
+
+    def start_run(self) -> None:
+        if self.controller is not None and self.controller.running:
+            return
+        spec = self.setup_panel.validate()
+        if spec is None:
+            return
+        key = str(Path(spec.cwd, spec.target).resolve()) if not spec.module else f"-m {spec.target}"
+        self.settings.setups[key] = self.setup_panel.setup()
+        if (
+            spec.python not in self.settings.pythons
+            and spec.python != self.setup_panel.python.itemText(0)
+        ):
+            AppSettings.remember(self.settings.pythons, spec.python)
+        self.settings.save(self.store)
+        out = recordings_dir() / default_profile_name(spec, datetime.now())
+        controller = RunController(spec, out)
+        try:
+            controller.start()
+        except OSError as exc:
+            self.show_error("Cannot start the run", f"{spec.python}: {exc.strerror or exc}")
+            return
+        self.controller = controller
+        self._run_started = time.monotonic()
+        self._rate = (self._run_started, 0)
+        self._show_profile(controller.profile, out, running=True)
+        self._set_running(True)
+        self.timer.start()
+        self._tick()
+
+    def stop_run(self) -> None:
+        if self.controller is not None and self.controller.running:
+            self.controller.stop()
+            self.state_label.setText("Stopping…")
+
+    def _set_running(self, running: bool) -> None:
+        self.setup_panel.set_running(running)
+        self.run_action.setEnabled(not running)
+        self.stop_action.setEnabled(running)
+        self.open_action.setEnabled(not running)
+        self.timeline.set_running(running)
+
+    def _tick(self) -> None:
+        controller = self.controller
+        if controller is None:
+            self.timer.stop()
+            return
+        started = time.perf_counter()
+        result = controller.poll()
+        if result.frames:
+            self.timeline.refresh()
+            self.console.refresh()
+        if result.finished is not None:
+            self._finished(result.finished, controller)
+        self._update_status()
+        self.frame_ms.append((time.perf_counter() - started) * 1000)
+
+    def _finished(self, status: ExitStatus, controller: RunController) -> None:
+        self.timer.stop()
+        self._set_running(False)
+        self.save_action.setEnabled(True)
+        AppSettings.remember(self.settings.recent_profiles, str(controller.out_path))
+        self.settings.save(self.store)
+        if controller.error:
+            self.show_error("The recording failed", controller.error)
+        self.timeline.refresh(force=True)
+        self.console.refresh()
+
+    def _update_status(self) -> None:
+        profile = self.profile
+        if profile is None:
+            return
+        running = self.controller is not None and self.controller.running
+        info = profile.info
+        if running:
+            self.state_label.setText(
+                "Stopping…" if self.controller and self.controller.stopping else "Running"
+            )
+            elapsed = time.monotonic() - self._run_started
+        else:
+            self.state_label.setText(f"Ended: {info.ended_by}")
+            elapsed = profile.duration
+        self.elapsed_label.setText(format_duration(elapsed))
+        ram = profile.ram
+        if ram is not None and len(ram):
+            self.ram_label.setText(
+                f"RAM {format_bytes(int(ram['rss'][-1]))} · peak {format_bytes(int(ram['rss_peak'].max()))}"
+            )
+        gpu = profile.gpu
+        if gpu is not None:
+            self.gpu_label.setText(
+                f"VRAM {format_bytes(int(gpu['allocated'][-1]))} · peak {format_bytes(int(gpu['allocated_peak'].max()))}"
+            )
+        else:
+            self.gpu_label.setText("no GPU")
+        now = time.monotonic()
+        if running and now - self._rate[0] >= 1.0:
+            count = profile.sample_count
+            self.rate_label.setText(
+                f"{(count - self._rate[1]) / (now - self._rate[0]):.0f} samples/s"
+            )
+            self._rate = (now, count)
+        elif not running:
+            self.rate_label.setText(f"{profile.sample_count:,} samples")
+
+    # -- window ---------------------------------------------------------------------------
+
+    def _focus_find(self) -> None:
+        self.console_dock.show()
+        self.console.search.setFocus()
+        self.console.search.selectAll()
+
+    def _about(self) -> None:
+        QMessageBox.about(
+            self,
+            "About memsight",
+            f"memsight {profiler.__version__}\nA memory profiler for PyTorch scripts.",
+        )
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        if event.mimeData().hasUrls():
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        for url in event.mimeData().urls():
+            if url.isLocalFile():
+                self.open_path(url.toLocalFile())
+                break
+
+    def changeEvent(self, event: QEvent) -> None:
+        if event.type() == QEvent.Type.PaletteChange:
+            self.timeline.apply_palette(self.palette())
+        super().changeEvent(event)
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        if self.controller is not None and self.controller.running:
+            answer = QMessageBox.question(
+                self,
+                "A run is in progress",
+                "Stop the run and quit? The profile recorded so far is kept.",
+            )
+            if answer != QMessageBox.StandardButton.Yes:
+                event.ignore()
+                return
+            self.controller.recording.kill_tree()
+        self.store.setValue("geometry", self.saveGeometry())
+        self.store.setValue("window_state", self.saveState())
+        self.settings.save(self.store)
+        super().closeEvent(event)

@@ -1,0 +1,488 @@
+"""Timeline view: RAM plot, GPU plot and an event lane, on one linked time axis.
+
+The view owns its pyqtgraph widgets and redraws from a Profile (model/view pair: Profile ↔
+TimelineView). refresh() is cheap when nothing changed and is called by the window's timer,
+never from recorder threads. Long runs stay fast because curves are clipped to the visible
+range and decimated with min/max per pixel ("peak" downsampling), so a spike never vanishes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF, Qt, Signal
+from PySide6.QtGui import QColor, QPalette
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+
+from profiler import protocol
+from profiler.model import Profile
+from profiler.units import format_bytes
+
+FOLLOW_WINDOW_S = 60.0
+MAX_SPANS_DRAWN = 4000  # phase shading is drawn only when this few spans are in view
+
+# Colours chosen to stay distinct for the common forms of colour blindness.
+COLORS = {
+    "rss": "#1f77b4",
+    "rss_peak": "#9ecae1",
+    "children": "#2ca02c",
+    "tree": "#ff7f0e",
+    "allocated": "#d62728",
+    "allocated_peak": "#f4a6a6",
+    "reserved": "#9467bd",
+    "device_used": "#8c564b",
+    "forward": "#6baed6",
+    "backward": "#fdae6b",
+    "step": "#7f7f7f",
+    "epoch": "#17becf",
+    "error": "#d62728",
+    "exit": "#555555",
+}
+
+
+_BINARY_UNITS = (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024), ("B", 1))
+
+
+def _unit_for(value: float) -> tuple[str, int]:
+    return next(((u, s) for u, s in _BINARY_UNITS if abs(value) >= s), ("B", 1))
+
+
+class ByteAxis(pg.AxisItem):
+    """A y axis in B / KiB / MiB / GiB with ticks on round numbers of that unit."""
+
+    def tickSpacing(self, minVal: float, maxVal: float, size: float) -> list[tuple[float, float]]:
+        span = maxVal - minVal
+        if span <= 0 or size <= 0:
+            return super().tickSpacing(minVal, maxVal, size)  # type: ignore[no-any-return]
+        _, unit = _unit_for(max(abs(minVal), abs(maxVal)))
+        wanted = max(2.0, size / 40)  # about one labelled tick per 40 pixels
+        raw = span / unit / wanted
+        magnitude = 10 ** np.floor(np.log10(raw)) if raw > 0 else 1.0
+        step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
+        return [(step * unit, 0), (step * unit / 5, 0)]
+
+    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
+        if not values:
+            return []
+        unit, size = _unit_for(max(abs(v) for v in values))
+        step = spacing / size
+        decimals = 0 if step >= 1 else (1 if step >= 0.1 else 2)
+        return [f"{v / size:.{decimals}f} {unit}" for v in values]
+
+
+class SecondsAxis(pg.AxisItem):
+    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
+        if spacing >= 60:
+            return [f"{int(v // 60)}:{int(v % 60):02d}" for v in values]
+        decimals = 0 if spacing >= 1 else (1 if spacing >= 0.1 else 3)
+        return [f"{v:.{decimals}f} s" for v in values]
+
+
+@dataclass
+class _Curve:
+    item: pg.PlotDataItem
+    rows: int = -1
+
+
+def _curve(
+    plot: pg.PlotItem, name: str, color: str, width: float = 1.5, dash: bool = False
+) -> pg.PlotDataItem:
+    pen = pg.mkPen(
+        color=color, width=width, style=Qt.PenStyle.DashLine if dash else Qt.PenStyle.SolidLine
+    )
+    item = plot.plot(name=name, pen=pen, skipFiniteCheck=True)
+    item.setDownsampling(auto=True, method="peak")
+    item.setClipToView(True)
+    return item
+
+
+class TimelineView(QWidget):
+    """RAM and GPU timelines with markers; emits followChanged when the user takes over."""
+
+    followChanged = Signal(bool)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.profile: Profile | None = None
+        self.follow = True
+        self.running = False
+        self._programmatic_range = False
+        self._marker_rows = (-1, -1, -1)
+        self._limit_lines: list[tuple[pg.PlotItem, pg.InfiniteLine]] = []
+        self._limits_key: tuple[Any, ...] = ()
+        self._event_lines: list[tuple[pg.PlotItem, pg.InfiniteLine]] = []
+
+        self.readout = QLabel(" ")
+        self.readout.setTextFormat(Qt.TextFormat.PlainText)
+        self.readout.setObjectName("readout")
+        self.graphics = pg.GraphicsLayoutWidget()
+        self.graphics.ci.setSpacing(2)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(2)
+        layout.addWidget(self.readout)
+        layout.addWidget(self.graphics, 1)
+
+        self.ram_plot = self._make_plot("RAM", row=0)
+        self.gpu_plot = self._make_plot("GPU memory", row=1)
+        self.lane = self.graphics.addPlot(row=2, col=0, axisItems={"bottom": SecondsAxis("bottom")})
+        self.lane.setMaximumHeight(70)
+        self.lane.setMouseEnabled(x=True, y=False)
+        self.lane.hideAxis("left")
+        self.lane.setYRange(0, 3, padding=0)
+        self.lane.getAxis("bottom").setLabel("time since start")
+        for plot in (self.ram_plot, self.gpu_plot):
+            plot.setXLink(self.lane)
+            plot.getAxis("bottom").setStyle(showValues=False)
+
+        self.curves = {
+            "rss_peak": _Curve(
+                _curve(self.ram_plot, "Main, peak between samples", COLORS["rss_peak"], 1)
+            ),
+            "tree": _Curve(_curve(self.ram_plot, "Process tree", COLORS["tree"])),
+            "children": _Curve(_curve(self.ram_plot, "Workers (USS)", COLORS["children"])),
+            "rss": _Curve(_curve(self.ram_plot, "Main process (RSS)", COLORS["rss"], 2)),
+            "allocated_peak": _Curve(
+                _curve(
+                    self.gpu_plot, "Allocated, peak between samples", COLORS["allocated_peak"], 1
+                )
+            ),
+            "device_used": _Curve(
+                _curve(self.gpu_plot, "Device used (NVML)", COLORS["device_used"], dash=True)
+            ),
+            "reserved": _Curve(_curve(self.gpu_plot, "Reserved", COLORS["reserved"])),
+            "allocated": _Curve(_curve(self.gpu_plot, "Allocated", COLORS["allocated"], 2)),
+        }
+        self.no_gpu = pg.TextItem("This run did not use CUDA", anchor=(0.5, 0.5))
+        self.gpu_plot.addItem(self.no_gpu, ignoreBounds=True)
+
+        self.steps = pg.PlotCurveItem(pen=pg.mkPen(COLORS["step"], width=1), connect="pairs")
+        self.epochs = pg.PlotCurveItem(pen=pg.mkPen(COLORS["epoch"], width=2), connect="pairs")
+        self.forward = pg.BarGraphItem(
+            x0=[], x1=[], y0=1.15, height=0.7, brush=COLORS["forward"], pen=None
+        )
+        self.backward = pg.BarGraphItem(
+            x0=[], x1=[], y0=1.15, height=0.7, brush=COLORS["backward"], pen=None
+        )
+        self.marks = pg.ScatterPlotItem(size=11, hoverable=True, tip=self._mark_tip)
+        for item in (self.steps, self.epochs, self.forward, self.backward, self.marks):
+            self.lane.addItem(item)
+        self.lane.getViewBox().sigXRangeChanged.connect(self._on_range_changed)
+
+        self.crosshairs = [
+            pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen("#888", width=1))
+            for _ in range(3)
+        ]
+        for plot, line in zip(
+            (self.ram_plot, self.gpu_plot, self.lane), self.crosshairs, strict=True
+        ):
+            plot.addItem(line, ignoreBounds=True)
+            line.hide()
+        self.graphics.scene().sigMouseMoved.connect(self._on_mouse_moved)
+        self.apply_palette(self.palette())
+
+    def _make_plot(self, title: str, row: int) -> pg.PlotItem:
+        plot = self.graphics.addPlot(row=row, col=0, axisItems={"left": ByteAxis("left")})
+        plot.setTitle(title, size="10pt")
+        plot.showGrid(x=True, y=True, alpha=0.15)
+        plot.setMouseEnabled(x=True, y=False)
+        plot.enableAutoRange(axis="y")
+        plot.setAutoVisible(y=True)
+        legend = plot.addLegend(offset=(6, 4), labelTextSize="8pt")
+        legend.setBrush(pg.mkBrush(255, 255, 255, 170))
+        plot.getViewBox().sigRangeChangedManually.connect(self._on_manual_range)
+        return plot
+
+    # -- public API ---------------------------------------------------------------------------
+
+    def set_profile(self, profile: Profile | None, running: bool = False) -> None:
+        self.profile = profile
+        self.running = running
+        self.follow = True
+        for curve in self.curves.values():
+            curve.rows = -1
+            curve.item.setData([], [])
+        self._marker_rows = (-1, -1, -1)
+        self.refresh(force=True)
+        if not running:
+            self.zoom_to_fit()
+
+    def set_running(self, running: bool) -> None:
+        self.running = running
+        if not running:
+            self.refresh(force=True)
+
+    def set_follow(self, follow: bool) -> None:
+        if follow != self.follow:
+            self.follow = follow
+            self.followChanged.emit(follow)
+        if follow:
+            self._apply_follow()
+
+    def zoom_to_fit(self) -> None:
+        if self.profile is None:
+            return
+        end = max(self.profile.duration, 1e-3)
+        self._set_x_range(0.0, end)
+
+    def refresh(self, force: bool = False) -> None:
+        profile = self.profile
+        if profile is None:
+            for curve in self.curves.values():
+                curve.item.setData([], [])
+            self.no_gpu.hide()
+            return
+        self._refresh_ram(profile, force)
+        self._refresh_gpu(profile, force)
+        self._limits(profile)
+        self._refresh_markers(profile, force)
+        if self.follow and self.running:
+            self._apply_follow()
+
+    # -- drawing --------------------------------------------------------------------------------
+
+    def _set(self, key: str, t: np.ndarray, values: np.ndarray, rows: int, force: bool) -> None:
+        curve = self.curves[key]
+        if rows == curve.rows and not force:
+            return
+        curve.rows = rows
+        curve.item.setData(t, values.astype(np.float64, copy=False))
+
+    def _refresh_ram(self, profile: Profile, force: bool) -> None:
+        ram = profile.ram
+        rows = len(ram) if ram is not None else 0
+        if ram is None or (rows == self.curves["rss"].rows and not force):
+            return
+        t = ram.t
+        rss, children = ram["rss"], ram["children"]
+        self._set("rss", t, rss, rows, force)
+        self._set("rss_peak", t, ram["rss_peak"], rows, force)
+        self._set("children", t, children, rows, force)
+        self._set("tree", t, rss + children, rows, force)
+
+    def _refresh_gpu(self, profile: Profile, force: bool) -> None:
+        gpu = profile.gpu
+        self._show_gpu(gpu is not None)
+        if gpu is None:
+            self.no_gpu.setText(
+                "No CUDA in use yet"
+                if self.running
+                else "This run did not use CUDA: no GPU memory to show"
+            )
+            self.gpu_plot.setYRange(0, 1, padding=0)
+            low, high = self.gpu_plot.getViewBox().viewRange()[0]
+            self.no_gpu.setPos(QPointF((low + high) / 2, 0.5))
+            return
+        rows = len(gpu)
+        if rows == self.curves["allocated"].rows and not force:
+            return
+        device = int(gpu["device"][int(np.argmax(gpu["reserved"]))]) if rows else 0
+        table = gpu.where("device", device) if np.any(gpu["device"] != device) else gpu
+        self._set("allocated", table.t, table["allocated"], rows, force)
+        self._set("allocated_peak", table.t, table["allocated_peak"], rows, force)
+        self._set("reserved", table.t, table["reserved"], rows, force)
+        nvml = profile.table("nvml")
+        if nvml is not None and len(nvml):
+            used = nvml.where("device", device)
+            self._set("device_used", used.t, used["used"], rows, force)
+
+    def _show_gpu(self, used: bool) -> None:
+        """Without CUDA the GPU plot shows only its message: no legend, no byte axis."""
+        self.no_gpu.setVisible(not used)
+        self.gpu_plot.legend.setVisible(used)
+        self.gpu_plot.getAxis("left").setStyle(showValues=used)
+        if used:
+            self.gpu_plot.enableAutoRange(axis="y")
+
+    def _limits(self, profile: Profile) -> None:
+        """Dashed lines at system RAM, the cgroup limit and each device's capacity."""
+        info = profile.info
+        limits = [(info.ram_total_bytes, "system RAM", self.ram_plot)]
+        if info.memory_limit_bytes and (info.ram_total_bytes or 0) > info.memory_limit_bytes:
+            limits.append((info.memory_limit_bytes, "memory limit (cgroup)", self.ram_plot))
+        for device in info.devices:
+            limits.append((device.total_bytes, f"{device.name} capacity", self.gpu_plot))
+        key = tuple((value, label) for value, label, _ in limits)
+        if key == self._limits_key:
+            return
+        self._limits_key = key
+        for plot, line in self._limit_lines:
+            plot.removeItem(line)
+        self._limit_lines = []
+        for value, label, plot in limits:
+            if not value:
+                continue
+            line = pg.InfiniteLine(
+                pos=float(value),
+                angle=0,
+                pen=pg.mkPen("#888", width=1, style=Qt.PenStyle.DashLine),
+                label=f"{label} {format_bytes(value)}",
+                labelOpts={"position": 0.02, "color": "#888", "anchors": [(0, 1), (0, 1)]},
+            )
+            plot.addItem(line, ignoreBounds=True)
+            self._limit_lines.append((plot, line))
+
+    def _refresh_markers(self, profile: Profile, force: bool) -> None:
+        steps, spans = profile.steps, profile.spans
+        counts = (
+            len(steps) if steps is not None else 0,
+            len(spans) if spans is not None else 0,
+            len(profile.events),
+        )
+        if counts == self._marker_rows and not force:
+            return
+        self._marker_rows = counts
+        if steps is not None:
+            self.steps.setData(np.repeat(steps.t, 2), np.tile([0.1, 0.9], len(steps)))
+        else:
+            self.steps.setData([], [])
+        epochs = [e for e in profile.events if e.type == "epoch"]
+        self.epochs.setData(np.repeat([e.t for e in epochs], 2), np.tile([0.0, 3.0], len(epochs)))
+        self._draw_spans()
+        self._draw_events(profile)
+
+    def _draw_spans(self) -> None:
+        spans = self.profile.spans if self.profile is not None else None
+        if spans is None:
+            self.forward.setOpts(x0=[], x1=[])
+            self.backward.setOpts(x0=[], x1=[])
+            return
+        low, high = self.lane.getViewBox().viewRange()[0]
+        visible = (spans["end"] >= low) & (spans["t"] <= high)
+        for kind, item in (
+            (protocol.SPAN_FORWARD, self.forward),
+            (protocol.SPAN_BACKWARD, self.backward),
+        ):
+            mask = (
+                visible
+                & (spans["kind"] == kind)
+                & ((spans["depth"] == 0) | (kind != protocol.SPAN_FORWARD))
+            )
+            if int(mask.sum()) > MAX_SPANS_DRAWN:
+                item.setOpts(x0=[], x1=[])  # zoom in to see phases
+                continue
+            item.setOpts(x0=spans["t"][mask], x1=spans["end"][mask])
+
+    def _draw_events(self, profile: Profile) -> None:
+        for plot, line in self._event_lines:
+            plot.removeItem(line)
+        self._event_lines = []
+        spots = []
+        for event in profile.events:
+            if event.type == "exception":
+                oom = event.get("oom")
+                label = f"{'OOM' if oom else 'error'}: {str(event.get('exc_type', '')).rsplit('.', 1)[-1]}"
+                spots.append(
+                    {"pos": (event.t, 2.4), "symbol": "t", "brush": COLORS["error"], "data": label}
+                )
+                if oom or event.get("uncaught"):
+                    self._add_event_line(event.t, label, COLORS["error"])
+            elif event.type == "oom_observed":
+                spots.append(
+                    {
+                        "pos": (event.t, 2.4),
+                        "symbol": "t",
+                        "brush": COLORS["error"],
+                        "data": "OOM (allocator)",
+                    }
+                )
+            elif event.type == "exit":
+                info = profile.info
+                label = f"exit: {info.ended_by}"
+                spots.append(
+                    {"pos": (event.t, 2.4), "symbol": "s", "brush": COLORS["exit"], "data": label}
+                )
+                self._add_event_line(event.t, label, COLORS["exit"])
+        self.marks.setData(spots)
+
+    def _add_event_line(self, t: float, label: str, color: str) -> None:
+        for plot in (self.ram_plot, self.gpu_plot):
+            line = pg.InfiniteLine(
+                pos=t,
+                angle=90,
+                pen=pg.mkPen(color, width=1.5),
+                label=label if plot is self.ram_plot else None,
+                labelOpts={"position": 0.92, "color": color, "anchors": [(1, 0), (1, 0)]},
+            )
+            plot.addItem(line, ignoreBounds=True)
+            self._event_lines.append((plot, line))
+
+    @staticmethod
+    def _mark_tip(x: float, y: float, data: Any) -> str:
+        return f"{data}\nat {x:.3f} s"
+
+    # -- interaction ------------------------------------------------------------------------
+
+    def _set_x_range(self, low: float, high: float) -> None:
+        self._programmatic_range = True
+        try:
+            self.lane.setXRange(low, high, padding=0.01)
+        finally:
+            self._programmatic_range = False
+
+    def _apply_follow(self) -> None:
+        if self.profile is None:
+            return
+        end = self.profile.duration
+        self._set_x_range(max(0.0, end - FOLLOW_WINDOW_S), max(end, 1.0))
+
+    def _on_manual_range(self, *_: Any) -> None:
+        if self.running and not self._programmatic_range:
+            self.set_follow(False)
+
+    def _on_range_changed(self, *_: Any) -> None:
+        self._draw_spans()
+
+    def _on_mouse_moved(self, pos: QPointF) -> None:
+        if self.profile is None or not self.ram_plot.sceneBoundingRect().united(
+            self.lane.sceneBoundingRect()
+        ).contains(pos):
+            return
+        t = float(self.lane.getViewBox().mapSceneToView(pos).x())
+        for line in self.crosshairs:
+            line.setPos(t)
+            line.show()
+        self.readout.setText(self.readout_at(t))
+
+    def readout_at(self, t: float) -> str:
+        """Exact values of every channel at time t (the sample at or before t)."""
+        profile = self.profile
+        if profile is None:
+            return ""
+        parts = [f"t = {t:.3f} s"]
+        ram = profile.ram
+        if ram is not None and len(ram):
+            i = max(0, int(np.searchsorted(ram.t, t, side="right")) - 1)
+            rss, children = int(ram["rss"][i]), int(ram["children"][i])
+            parts += [
+                f"main {format_bytes(rss)} (peak {format_bytes(int(ram['rss_peak'][i]))})",
+                f"workers {format_bytes(children)}",
+                f"tree {format_bytes(rss + children)}",
+            ]
+        gpu = profile.gpu
+        if gpu is not None:
+            i = max(0, int(np.searchsorted(gpu.t, t, side="right")) - 1)
+            parts += [
+                f"allocated {format_bytes(int(gpu['allocated'][i]))}",
+                f"reserved {format_bytes(int(gpu['reserved'][i]))}",
+            ]
+        steps = profile.steps
+        if steps is not None:
+            parts.append(f"step {int(np.searchsorted(steps.t, t, side='right'))}")
+        return "   ·   ".join(parts)
+
+    # -- look -------------------------------------------------------------------------------
+
+    def apply_palette(self, palette: QPalette) -> None:
+        background = palette.color(QPalette.ColorRole.Base)
+        foreground = palette.color(QPalette.ColorRole.Text)
+        self.graphics.setBackground(background)
+        for plot in (self.ram_plot, self.gpu_plot, self.lane):
+            for name in ("left", "bottom"):
+                axis = plot.getAxis(name)
+                axis.setPen(pg.mkPen(foreground))
+                axis.setTextPen(pg.mkPen(foreground))
+        self.no_gpu.setColor(QColor(foreground))

@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QSettings
+
+import app.mainwindow as mainwindow
+from app.mainwindow import MainWindow
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> QSettings:
+    return QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+
+
+@pytest.fixture
+def window(
+    qtbot, store: QSettings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[MainWindow]:
+    recordings = tmp_path / "recordings"
+    recordings.mkdir()
+    monkeypatch.setattr(mainwindow, "recordings_dir", lambda: recordings)
+    win = MainWindow(store)
+    qtbot.addWidget(win)
+    win.resize(1200, 800)
+    win.show()
+    yield win
+    if win.controller is not None and win.controller.running:
+        win.controller.recording.kill_tree()
+        qtbot.waitUntil(lambda: not win.controller.running, timeout=20_000)

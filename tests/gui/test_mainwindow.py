@@ -1,0 +1,207 @@
+"""The desktop window, offscreen: run scripts through it, stop them, save and reopen profiles."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import numpy as np
+from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+from PySide6.QtGui import QDropEvent
+
+from app.mainwindow import MainWindow
+from profiler.recorder import proctree
+from tests.support import write_script
+
+RUN_TIMEOUT_MS = 60_000
+
+
+def run_to_end(qtbot, window: MainWindow, script: Path, args: str = "", env: str = "") -> None:
+    window.open_script(str(script))
+    window.setup_panel.args.setText(args)
+    window.setup_panel.env.setPlainText(env)
+    window.start_run()
+    assert window.controller is not None, window.setup_panel.problems.text()
+    qtbot.waitUntil(
+        lambda: not window.controller.running and not window.timer.isActive(),
+        timeout=RUN_TIMEOUT_MS,
+    )
+
+
+def test_a_script_runs_through_the_window_and_everything_it_recorded_is_shown(
+    qtbot, window: MainWindow, tmp_path: Path
+) -> None:
+    script = write_script(
+        tmp_path,
+        "small.py",
+        """
+        import sys, time
+        blocks = []
+        for i in range(4):
+            blocks.append(bytearray(30 * 2**20))
+            print("step", i, sys.argv[1:], flush=True)
+            time.sleep(0.05)
+        print("warning: done", file=sys.stderr)
+        """,
+    )
+    run_to_end(qtbot, window, script, "--lr 0.1")
+    profile = window.profile
+    assert profile is not None and profile.complete
+    item = window.timeline.curves["rss"].item
+    x, y = item.xData, item.yData
+    assert len(x) == profile.sample_count > 10
+    assert np.array_equal(y, profile.ram["rss"].astype(float))
+    console = window.console.text.toPlainText()
+    assert "step 3 ['--lr', '0.1']" in console and "warning: done" in console
+    assert window.state_label.text() == "Ended: exit code 0"
+    assert window.save_action.isEnabled() and window.run_action.isEnabled()
+    assert window.timeline.no_gpu.isVisible()
+    assert "did not use CUDA" in window.timeline.no_gpu.textItem.toPlainText()
+
+
+def test_the_first_sample_is_on_screen_right_after_run(
+    qtbot, window: MainWindow, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, "wait.py", "import time\ntime.sleep(3)\n")
+    window.open_script(str(script))
+    window.start_run()
+    # The window redraws straight after launching: the recorder's first sample is taken before
+    # the target's interpreter runs a line.
+    qtbot.waitUntil(lambda: window.timeline.curves["rss"].item.xData is not None, timeout=2_000)
+    assert window.state_label.text() == "Running" and window.stop_action.isEnabled()
+    window.stop_run()
+    qtbot.waitUntil(lambda: not window.controller.running, timeout=RUN_TIMEOUT_MS)
+
+
+def test_stop_ends_the_whole_process_tree(qtbot, window: MainWindow, tmp_path: Path) -> None:
+    script = write_script(
+        tmp_path,
+        "workers.py",
+        """
+        import multiprocessing as mp, time
+        def sleep_forever():
+            time.sleep(600)
+        if __name__ == "__main__":
+            ctx = mp.get_context("fork")
+            for _ in range(2):
+                ctx.Process(target=sleep_forever).start()
+            print("workers started", flush=True)
+            time.sleep(600)
+        """,
+    )
+    window.open_script(str(script))
+    window.start_run()
+    recording = window.controller.recording
+    qtbot.waitUntil(lambda: len(recording.tree.known) >= 2, timeout=RUN_TIMEOUT_MS)
+    tree = {pid: ident.start for pid, ident in recording.tree.known.items()}
+    window.stop_run()
+    qtbot.waitUntil(
+        lambda: not window.controller.running and not window.timer.isActive(),
+        timeout=RUN_TIMEOUT_MS,
+    )
+    for pid, start in tree.items():
+        ident = proctree.identity(pid)
+        assert ident is None or ident.start != start, f"worker {pid} survived Stop"
+    assert window.profile.info.signal in (signal.SIGTERM, signal.SIGKILL)
+    assert window.state_label.text().startswith("Ended: killed by signal")
+
+
+def test_a_saved_profile_reopens_looking_exactly_as_the_run_ended(
+    qtbot, window: MainWindow, store, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, "s.py", "b = bytearray(40 * 2**20)\nprint('bye')\n")
+    run_to_end(qtbot, window, script)
+    saved = tmp_path / "kept.memsight"
+    assert window.save_to(str(saved))
+    live = window.timeline.curves["tree"].item
+    live_x, live_y = live.xData, live.yData
+    live_readout = window.timeline.readout_at(0.2)
+    live_status = [
+        label.text() for label in (window.state_label, window.ram_label, window.gpu_label)
+    ]
+
+    reopened = MainWindow(store)
+    qtbot.addWidget(reopened)
+    assert reopened.open_profile(str(saved))
+    item = reopened.timeline.curves["tree"].item
+    x, y = item.xData, item.yData
+    assert np.array_equal(x, live_x) and np.array_equal(y, live_y)
+    assert reopened.timeline.readout_at(0.2) == live_readout
+    assert [
+        label.text() for label in (reopened.state_label, reopened.ram_label, reopened.gpu_label)
+    ] == live_status
+    assert reopened.console.text.toPlainText() == "bye\n"
+    assert str(saved.resolve()) in reopened.settings.recent_profiles
+
+
+def test_a_bad_file_gets_a_one_line_error_dialog(qtbot, window: MainWindow, tmp_path: Path) -> None:
+    bad = tmp_path / "broken.memsight"
+    bad.write_bytes(b"MEMSIGHT\x01")
+    assert not window.open_profile(str(bad))
+    box = window.error_box
+    assert box is not None and box.isVisible()
+    assert box.text() == f"{bad}: truncated header (9 of 16 bytes)"
+    assert box.textFormat() == Qt.TextFormat.PlainText
+    box.close()
+    assert window.profile is None
+
+
+def test_invalid_setup_is_explained_before_anything_runs(
+    qtbot, window: MainWindow, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, "t.py", "import torch\n")
+    window.open_script(str(script))
+    window.setup_panel.python.setCurrentText("/bin/true")
+    window.start_run()
+    assert window.controller is None
+    assert "is not a Python interpreter" in window.setup_panel.problems.text()
+    window.setup_panel.python.setCurrentText(os.sys.executable)
+    window.setup_panel.env.setPlainText("NOT A PAIR")
+    window.start_run()
+    assert window.controller is None
+    assert window.setup_panel.problems.text() == "Environment line 1 is not KEY=VALUE."
+
+
+def test_the_setup_of_each_script_is_remembered(
+    qtbot, window: MainWindow, store, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, "r.py", "import sys\nprint(sys.argv[1:])\n")
+    run_to_end(qtbot, window, script, "--fast", env="SEED=3")
+    later = MainWindow(store)
+    qtbot.addWidget(later)
+    later.open_script(str(script))
+    assert later.setup_panel.args.text() == "--fast"
+    assert later.setup_panel.env.toPlainText() == "SEED=3"
+    assert str(script.resolve()) in later.settings.recent_scripts
+
+
+def test_dropping_a_script_opens_it_for_running(qtbot, window: MainWindow, tmp_path: Path) -> None:
+    script = write_script(tmp_path, "dropped.py", "pass\n")
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(script))])
+    event = QDropEvent(
+        QPointF(10, 10),
+        Qt.DropAction.CopyAction,
+        mime,
+        Qt.MouseButton.LeftButton,
+        Qt.KeyboardModifier.NoModifier,
+    )
+    window.dropEvent(event)
+    assert window.setup_panel.script.text() == str(script)
+
+
+def test_the_readout_gives_exact_values_at_a_time(
+    qtbot, window: MainWindow, tmp_path: Path
+) -> None:
+    script = write_script(
+        tmp_path, "v.py", "import time\nb = bytearray(20 * 2**20)\ntime.sleep(0.3)\n"
+    )
+    run_to_end(qtbot, window, script)
+    ram = window.profile.ram
+    i = len(ram) // 2
+    text = window.timeline.readout_at(float(ram.t[i]))
+    from profiler.units import format_bytes
+
+    assert f"main {format_bytes(int(ram['rss'][i]))}" in text
+    assert text.startswith(f"t = {ram.t[i]:.3f} s")

@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from profiler.launch import RunSpec
+from profiler.preflight import check_run, imports_torch, probe_interpreter
+from tests.support import find_python
+
+
+def problems(spec: RunSpec) -> dict[str, str]:
+    return {p.setting: p.message for p in check_run(spec)}
+
+
+def test_a_valid_run_has_no_problems(tmp_path: Path) -> None:
+    (tmp_path / "t.py").write_text("import torch\n")
+    assert problems(RunSpec(target="t.py", cwd=str(tmp_path))) == {}
+
+
+def test_missing_script_and_folder_are_named(tmp_path: Path) -> None:
+    found = problems(RunSpec(target="nope.py", cwd=str(tmp_path / "gone"), interval_ms=0.1))
+    assert found["cwd"].startswith("The working directory") and "does not exist" in found["cwd"]
+    assert found["script"] == "The script nope.py does not exist."
+    assert "at least 0.5 ms" in found["interval"]
+
+
+def test_a_program_that_is_not_python_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "t.py").write_text("pass\n")
+    found = problems(RunSpec(target="t.py", cwd=str(tmp_path), python="/bin/true"))
+    assert "is not a Python interpreter" in found["python"]
+    found = problems(RunSpec(target="t.py", cwd=str(tmp_path), python=str(tmp_path)))
+    assert "not an executable program" in found["python"]
+
+
+def test_an_interpreter_without_torch_is_refused_for_a_script_that_imports_it(
+    tmp_path: Path,
+) -> None:
+    python = find_python("3.12") or find_python("3.13") or find_python("3.9")
+    assert python is not None
+    interpreter, _ = probe_interpreter(python)
+    assert interpreter is not None and not interpreter.has_torch
+    (tmp_path / "t.py").write_text("def f():\n    from torch.utils.data import DataLoader\n")
+    (tmp_path / "plain.py").write_text("import json\n")
+    assert (
+        "has no torch installed"
+        in problems(RunSpec(target="t.py", cwd=str(tmp_path), python=python))["python"]
+    )
+    assert problems(RunSpec(target="plain.py", cwd=str(tmp_path), python=python)) == {}
+
+
+def test_the_current_interpreter_is_probed_once_and_remembered() -> None:
+    first, _ = probe_interpreter(sys.executable)
+    second, _ = probe_interpreter(sys.executable)
+    assert first is second and first.has_torch and first.version >= (3, 10)
+
+
+def test_torch_imports_are_found_in_any_form(tmp_path: Path) -> None:
+    cases = {
+        "import torch.nn as nn": True,
+        "from torch import nn": True,
+        "import torchvision": False,
+        "x = 'import torch'": False,
+    }
+    for source, expected in cases.items():
+        path = tmp_path / "s.py"
+        path.write_text(source + "\n")
+        assert imports_torch(path) is expected, source
