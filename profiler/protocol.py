@@ -98,9 +98,14 @@ def unpack_payload(kind: int, payload: bytes, limit: int = MAX_FILE_PAYLOAD) -> 
     return kind, payload
 
 
+def _refuse_constant(name: str) -> Any:
+    raise ValueError("non-finite number %s" % name)
+
+
 def decode_json(payload: bytes) -> Any:
+    """Strict JSON: NaN and Infinity are refused, so whatever is accepted re-encodes."""
     try:
-        return json.loads(payload.decode("utf-8"))
+        return json.loads(payload.decode("utf-8"), parse_constant=_refuse_constant)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise ProtocolError("payload is not valid JSON: %s" % str(exc)[:80]) from None
 

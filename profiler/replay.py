@@ -198,6 +198,10 @@ class ProfileBuilder:
                 child.last_seen = event.t
         elif kind == "recording_end":
             self.profile.complete = True
+            for stream, decoder in self._decoders.items():  # a character cut at the very end
+                tail = decoder.decode(b"", final=True)
+                if tail:
+                    self.profile.output.append(OutputChunk(event.t, stream, tail))
         elif kind == "name":
             name_id, name = _opt_int(data.get("id")), data.get("name")
             if name_id is not None and isinstance(name, str):

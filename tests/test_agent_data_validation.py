@@ -79,3 +79,9 @@ def test_only_known_hello_fields_of_the_right_type_are_recorded() -> None:
         [], {"t": "later", "type_": 1, "python_version": "3.11.7", "executable": 5, "nan": 1.5}
     )
     assert recorder.hellos == [{"pid": 1, "python_version": "3.11.7"}]
+
+
+def test_non_finite_numbers_in_agent_events_are_rejected() -> None:
+    frame = protocol.encode_frame(protocol.EVENTS, b'[{"t":1,"type":"x","v":NaN}]')
+    recorder = session([frame])
+    assert any("non-finite" in d["reason"] for k, d in recorder.logs if k == "frame_rejected")

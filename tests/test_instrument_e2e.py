@@ -223,3 +223,13 @@ def test_torch_compile_is_left_intact(tmp_path: Path) -> None:
     profile = traced.profile()
     assert profile.iterations == 3
     assert not list(profile.events_of("agent_error"))
+
+
+def test_torch_imported_before_the_script_is_still_instrumented(tmp_path: Path) -> None:
+    # A sitecustomize that imports torch runs before the agent starts the script.
+    write_script(tmp_path, "site/sitecustomize.py", "import torch\n")
+    write_script(tmp_path, "train.py", TRAIN)
+    env = child_env({"PYTHONPATH": f"{tmp_path / 'site'}:{child_env()['PYTHONPATH']}"})
+    traced = run_memsight(["train.py", "zero_grad"], tmp_path, env=env)
+    assert traced.returncode == 0, traced.stderr
+    assert traced.profile().iterations == 8

@@ -269,3 +269,16 @@ def test_compaction_of_a_damaged_file_leaves_it_untouched(tmp_path) -> None:
     with pytest.raises(ProfileError):
         compact_profile(path)
     assert path.read_bytes() == original
+
+
+def test_a_character_cut_at_the_very_end_of_the_output_is_not_lost() -> None:
+    builder = ProfileBuilder()
+    feed_all(
+        builder,
+        [
+            run_frame(),
+            protocol.output_frame(protocol.STDOUT, T0, "ok ✓".encode()[:-1]),
+            protocol.encode_json_frame(protocol.EVENTS, [{"t": T0 + 1, "type": "recording_end"}]),
+        ],
+    )
+    assert builder.profile.output_text() == "ok \ufffd"

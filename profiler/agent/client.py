@@ -71,7 +71,11 @@ class Agent:
         os.register_at_fork(after_in_child=self._forked)
 
     def start(self) -> None:
-        if self.hooks and "torch" not in sys.modules:
+        if self.hooks and "torch" in sys.modules:
+            # Imported before the script (a sitecustomize, say): instrument it now, still in
+            # the main thread and before any of the script's code runs.
+            self._torch_imported(sys.modules["torch"])
+        elif self.hooks:
             from .imports import TorchImportWatcher
 
             self._watcher = TorchImportWatcher(self._torch_imported)
@@ -105,8 +109,14 @@ class Agent:
     def name_id(self, name: str) -> int:
         """A small number standing for `name` in table rows; announced once by a "name" event."""
         known = self._names.get(name)
-        if known is None:
-            known = self._names[name] = len(self._names) + 1
+        if known is not None:
+            return known
+        with self._lock:
+            known = self._names.get(name)
+            fresh = known is None
+            if known is None:
+                known = self._names[name] = len(self._names) + 1
+        if fresh:
             self.event("name", id=known, name=name)
         return known
 

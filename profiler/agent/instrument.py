@@ -3,13 +3,14 @@
 Installed in the importing thread right after `import torch` (see imports.py), using public
 or feature-detected APIs only:
 
-- optimizer steps: the global optimizer step pre/post hooks; each step is an event carrying
-  the memory state, whether gradients were cleared since the previous step, and (measured
-  for the first steps, then at most once a second) the bytes of parameters, gradients and
-  optimizer state;
-- forward spans: hooks on the *outermost* modules only. Global forward hooks run briefly to
-  discover which modules are called at depth 0 ("roots"); each root then gets its own
-  instance hooks and the global hooks are removed, so leaf modules keep PyTorch's fast path.
+- optimizer steps: the global optimizer step pre/post hooks; each step is a row of the
+  `steps` table with the memory state, whether gradients were cleared since the previous
+  step, and (measured for the first steps, then at most once a second) the bytes of
+  parameters, gradients and optimizer state;
+- forward spans (rows of the `spans` table): hooks on the *outermost* modules only. Global
+  forward hooks run briefly to discover which modules are called at depth 0 ("roots"); each
+  root then gets its own instance hooks and the global hooks are removed, so leaf modules
+  keep PyTorch's fast path.
   Discovery runs again when a module is constructed, after train()/eval() switches, at
   epoch starts and every 10 s;
 - backward spans: a gradient hook on one output tensor of a root forward marks the start,

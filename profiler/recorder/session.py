@@ -355,7 +355,7 @@ class Recording:
         assert self.writer is not None
         self.writer.close()
         # On failure the file as recorded stays: complete and valid, only larger and slower.
-        with contextlib.suppress(ProfileError, OSError, MemoryError):
+        with contextlib.suppress(ProfileError, OSError, MemoryError, ValueError):
             compact_profile(self.out_path)
 
 
