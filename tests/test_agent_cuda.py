@@ -180,7 +180,7 @@ def test_the_agent_reads_nothing_from_cuda_until_the_script_initialises_it(
     collector = Collector()
     server = AgentServer("tok", collector)
     server.start()
-    agent = Agent("127.0.0.1", server.port, "tok", interval_s=0.005)
+    agent = Agent("127.0.0.1", server.port, "tok", interval_s=0.005, hooks=False)
     agent.start()
     try:
         collector.wait(lambda: any(e["type"] == "torch_imported" for e in collector.events))
@@ -226,7 +226,7 @@ def test_an_agent_failure_is_reported_once_and_sampling_goes_on(
     collector = Collector()
     server = AgentServer("tok", collector)
     server.start()
-    agent = Agent("127.0.0.1", server.port, "tok", interval_s=0.005)
+    agent = Agent("127.0.0.1", server.port, "tok", interval_s=0.005, hooks=False)
     agent.start()
     try:
         collector.wait(lambda: len(collector.rows) >= 5)

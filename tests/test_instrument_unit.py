@@ -5,6 +5,7 @@ CUDA branches run against a fake of the few torch.cuda / torch._C calls they mak
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -283,3 +284,25 @@ def test_compiled_regions_are_skipped(hooked: Any, monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(inst, "_is_compiling", lambda: True)
     Net()(torch.randn(2, 8))
     assert not inst.roots and agent.forwards() == []
+
+
+def test_a_failed_install_leaves_nothing_behind() -> None:
+    class Broken:
+        """torch as far as the optimizer hooks go, with no nn module after them."""
+
+        optim = torch.optim
+        nn = None
+
+    optimizer_module = importlib.import_module("torch.optim.optimizer")
+
+    def state() -> tuple[Any, ...]:
+        return (
+            dict(optimizer_module._global_optimizer_pre_hooks),
+            dict(optimizer_module._global_optimizer_post_hooks),
+            torch.optim.Optimizer.__dict__["zero_grad"],
+        )
+
+    before = state()
+    with pytest.raises(AttributeError):
+        Instrumentation(CollectingAgent(), Broken()).install()
+    assert state() == before

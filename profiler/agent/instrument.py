@@ -98,6 +98,14 @@ class Instrumentation:
     # -- install / uninstall ----------------------------------------------------------------
 
     def install(self) -> None:
+        """Install every hook and wrapper, or, if any step fails, none of them."""
+        try:
+            self._install()
+        except BaseException:
+            self.uninstall()
+            raise
+
+    def _install(self) -> None:
         torch = self.torch
         optim = importlib.import_module("torch.optim.optimizer")
         self._handles.append(optim.register_optimizer_step_pre_hook(self._step_pre))
@@ -119,7 +127,7 @@ class Instrumentation:
                 handle.remove()
         self.roots = weakref.WeakKeyDictionary()
         for owner, name, original in reversed(self._patches):
-            setattr(owner, name, original)
+            setattr(owner, name, original)  # put back exactly the attribute found
         self._patches.clear()
 
     def _wrap(self, owner: Any, name: str, make: Callable[[Any], Any]) -> None:
