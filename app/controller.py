@@ -1,20 +1,30 @@
-"""Drive one recording from the GUI without letting recorder threads touch Qt.
+"""Drive one recording from the GUI without letting recording work touch the GUI thread.
 
-The recorder's threads put frames on LiveProfile's queue; a background thread waits for the
-target to exit and leaves its status in a plain attribute. The window's timer calls poll(),
-which drains the queue into the model and reports what changed.
+The recording runs in its own process (profiler.recorder.host), so the sampler's timing never
+depends on how busy the GUI is. A reader thread moves the frames it streams onto
+LiveProfile's queue; the window's timer calls poll(), which decodes them into the model.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import subprocess
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+import profiler
 from profiler.launch import RunSpec
 from profiler.live import LiveProfile
 from profiler.model import Profile
-from profiler.recorder.session import ExitStatus, Recording
+from profiler.recorder.host import spec_to_json
+from profiler.recorder.session import ExitStatus
+
+# Run the host from the folder holding the profiler package: `-m` puts the working
+# directory first on sys.path, and the app's own working directory may hold anything.
+PACKAGE_PARENT = Path(profiler.__file__).resolve().parent.parent
 
 
 @dataclass
@@ -28,50 +38,74 @@ class RunController:
         self.spec = spec
         self.out_path = out_path
         self.live = LiveProfile()
-        self.recording = Recording(
-            spec, out_path, stdio="capture", new_session=True, live=self.live.put
-        )
-        self.status: ExitStatus | None = None
+        self.host: subprocess.Popen[bytes] | None = None
         self.error: str | None = None
-        self._reported = False
-        self._waiter: threading.Thread | None = None
         self.stopping = False
+        self._reader: threading.Thread | None = None
+        self._done = threading.Event()
+        self._reported = False
 
     @property
     def profile(self) -> Profile:
         return self.live.profile
 
     def start(self) -> None:
-        """Launch the target; raises OSError when the interpreter cannot be started."""
-        self.recording.start()
-        self._waiter = threading.Thread(target=self._wait, name="memsight-gui-wait", daemon=True)
-        self._waiter.start()
+        """Start the recording process; raises OSError when the run cannot be launched."""
+        self.host = subprocess.Popen(
+            [sys.executable, "-m", "profiler.recorder.host"],
+            cwd=PACKAGE_PARENT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert self.host.stdin is not None
+        self.host.stdin.write(spec_to_json(self.spec, self.out_path).encode() + b"\n")
+        self.host.stdin.flush()
+        self._reader = threading.Thread(target=self._read, name="memsight-gui-frames", daemon=True)
+        self._reader.start()
 
-    def _wait(self) -> None:
-        try:
-            self.status = self.recording.wait()
-        except Exception as exc:  # reported on the GUI thread by poll()
-            self.error = str(exc)
-            self.status = ExitStatus(None, None)
+    def _read(self) -> None:
+        assert self.host is not None and self.host.stdout is not None
+        stdout = self.host.stdout
+        while chunk := os.read(stdout.fileno(), 1 << 16):
+            self.live.put(chunk)
+        code = self.host.wait()
+        if code != 0:
+            assert self.host.stderr is not None
+            message = self.host.stderr.read().decode(errors="replace").strip()
+            self.error = (
+                message.splitlines()[-1] if message else f"the recorder exited with status {code}"
+            )
+        self._done.set()
+
+    def _send(self, command: bytes) -> None:
+        if self.host is not None and self.host.stdin is not None:
+            with contextlib.suppress(BrokenPipeError, OSError, ValueError):
+                self.host.stdin.write(command + b"\n")
+                self.host.stdin.flush()
 
     def stop(self) -> None:
-        """End the whole process tree (in the background: it may wait up to the grace time)."""
-        if self.stopping or self.status is not None:
-            return
-        self.stopping = True
-        threading.Thread(target=self.recording.stop, name="memsight-gui-stop", daemon=True).start()
+        """End the whole process tree: SIGTERM, then SIGKILL after a grace period."""
+        if not self.stopping and self.running:
+            self.stopping = True
+            self._send(b"stop")
+
+    def kill(self) -> None:
+        self._send(b"kill")
 
     @property
     def running(self) -> bool:
-        return self.status is None
+        return not self._done.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._done.wait(timeout)
 
     def poll(self) -> PollResult:
         frames = self.live.drain()
         finished = None
-        if self.status is not None and not self._reported and self._waiter is not None:
-            self._waiter.join(timeout=0)
-            if not self._waiter.is_alive():
-                frames += self.live.drain()
-                finished = self.status
-                self._reported = True
+        if self._done.is_set() and not self._reported:
+            frames += self.live.drain()
+            info = self.profile.info
+            finished = ExitStatus(info.exit_code, info.signal)
+            self._reported = True
         return PollResult(frames, finished)

@@ -317,8 +317,9 @@ class MainWindow(QMainWindow):
         self.timer.stop()
         self._set_running(False)
         self.save_action.setEnabled(True)
-        AppSettings.remember(self.settings.recent_profiles, str(controller.out_path))
-        self.settings.save(self.store)
+        if controller.out_path.exists():
+            AppSettings.remember(self.settings.recent_profiles, str(controller.out_path))
+            self.settings.save(self.store)
         if controller.error:
             self.show_error("The recording failed", controller.error)
         self.timeline.refresh(force=True)
@@ -400,7 +401,7 @@ class MainWindow(QMainWindow):
             if answer != QMessageBox.StandardButton.Yes:
                 event.ignore()
                 return
-            self.controller.recording.kill_tree()
+            self.controller.kill()
         self.store.setValue("geometry", self.saveGeometry())
         self.store.setValue("window_state", self.saveState())
         self.settings.save(self.store)

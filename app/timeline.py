@@ -8,7 +8,6 @@ range and decimated with min/max per pixel ("peak" downsampling), so a spike nev
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,7 +21,7 @@ from profiler.model import Profile
 from profiler.units import format_bytes
 
 FOLLOW_WINDOW_S = 60.0
-MAX_SPANS_DRAWN = 4000  # phase shading is drawn only when this few spans are in view
+MAX_SPANS_DRAWN = 1500  # phase shading is drawn only when this few spans are in view
 
 # Colours chosen to stay distinct for the common forms of colour blindness.
 COLORS = {
@@ -81,10 +80,42 @@ class SecondsAxis(pg.AxisItem):
         return [f"{v:.{decimals}f} s" for v in values]
 
 
-@dataclass
-class _Curve:
-    item: pg.PlotDataItem
-    rows: int = -1
+class _Series:
+    """One curve's points in growable float64 buffers, extended by new rows only.
+
+    Converting and copying whole columns every frame would make each frame slower the longer
+    a run goes; here a frame costs what arrived since the last one, and pyqtgraph draws views
+    of the buffers clipped to the visible range.
+    """
+
+    def __init__(self, item: pg.PlotDataItem) -> None:
+        self.item = item
+        self.x = np.empty(0)
+        self.y = np.empty(0)
+        self.n = 0
+        self.source_rows = 0  # rows of the source table already taken in
+
+    def reset(self) -> None:
+        self.n = 0
+        self.source_rows = 0
+        self.item.setData([], [])
+
+    def extend(self, x: np.ndarray, y: np.ndarray, source_rows: int) -> None:
+        self.source_rows = source_rows
+        added = len(x)
+        if not added:
+            return
+        need = self.n + added
+        if need > len(self.x):
+            capacity = max(need, 2 * len(self.x), 4096)
+            for name in ("x", "y"):
+                grown = np.empty(capacity)
+                grown[: self.n] = getattr(self, name)[: self.n]
+                setattr(self, name, grown)
+        self.x[self.n : need] = x
+        self.y[self.n : need] = y
+        self.n = need
+        self.item.setData(self.x[:need], self.y[:need])
 
 
 def _curve(
@@ -111,6 +142,7 @@ class TimelineView(QWidget):
         self.running = False
         self._programmatic_range = False
         self._marker_rows = (-1, -1, -1)
+        self._gpu_device: int | None = None
         self._limit_lines: list[tuple[pg.PlotItem, pg.InfiniteLine]] = []
         self._limits_key: tuple[Any, ...] = ()
         self._event_lines: list[tuple[pg.PlotItem, pg.InfiniteLine]] = []
@@ -139,22 +171,22 @@ class TimelineView(QWidget):
             plot.getAxis("bottom").setStyle(showValues=False)
 
         self.curves = {
-            "rss_peak": _Curve(
+            "rss_peak": _Series(
                 _curve(self.ram_plot, "Main, peak between samples", COLORS["rss_peak"], 1)
             ),
-            "tree": _Curve(_curve(self.ram_plot, "Process tree", COLORS["tree"])),
-            "children": _Curve(_curve(self.ram_plot, "Workers (USS)", COLORS["children"])),
-            "rss": _Curve(_curve(self.ram_plot, "Main process (RSS)", COLORS["rss"], 2)),
-            "allocated_peak": _Curve(
+            "tree": _Series(_curve(self.ram_plot, "Process tree", COLORS["tree"])),
+            "children": _Series(_curve(self.ram_plot, "Workers (USS)", COLORS["children"])),
+            "rss": _Series(_curve(self.ram_plot, "Main process (RSS)", COLORS["rss"], 2)),
+            "allocated_peak": _Series(
                 _curve(
                     self.gpu_plot, "Allocated, peak between samples", COLORS["allocated_peak"], 1
                 )
             ),
-            "device_used": _Curve(
+            "device_used": _Series(
                 _curve(self.gpu_plot, "Device used (NVML)", COLORS["device_used"], dash=True)
             ),
-            "reserved": _Curve(_curve(self.gpu_plot, "Reserved", COLORS["reserved"])),
-            "allocated": _Curve(_curve(self.gpu_plot, "Allocated", COLORS["allocated"], 2)),
+            "reserved": _Series(_curve(self.gpu_plot, "Reserved", COLORS["reserved"])),
+            "allocated": _Series(_curve(self.gpu_plot, "Allocated", COLORS["allocated"], 2)),
         }
         self.no_gpu = pg.TextItem("This run did not use CUDA", anchor=(0.5, 0.5))
         self.gpu_plot.addItem(self.no_gpu, ignoreBounds=True)
@@ -203,8 +235,8 @@ class TimelineView(QWidget):
         self.running = running
         self.follow = True
         for curve in self.curves.values():
-            curve.rows = -1
-            curve.item.setData([], [])
+            curve.reset()
+        self._gpu_device = None
         self._marker_rows = (-1, -1, -1)
         self.refresh(force=True)
         if not running:
@@ -232,11 +264,14 @@ class TimelineView(QWidget):
         profile = self.profile
         if profile is None:
             for curve in self.curves.values():
-                curve.item.setData([], [])
+                curve.reset()
             self.no_gpu.hide()
             return
-        self._refresh_ram(profile, force)
-        self._refresh_gpu(profile, force)
+        if force:
+            for curve in self.curves.values():
+                curve.reset()
+        self._refresh_ram(profile)
+        self._refresh_gpu(profile)
         self._limits(profile)
         self._refresh_markers(profile, force)
         if self.follow and self.running:
@@ -244,26 +279,21 @@ class TimelineView(QWidget):
 
     # -- drawing --------------------------------------------------------------------------------
 
-    def _set(self, key: str, t: np.ndarray, values: np.ndarray, rows: int, force: bool) -> None:
-        curve = self.curves[key]
-        if rows == curve.rows and not force:
-            return
-        curve.rows = rows
-        curve.item.setData(t, values.astype(np.float64, copy=False))
-
-    def _refresh_ram(self, profile: Profile, force: bool) -> None:
+    def _refresh_ram(self, profile: Profile) -> None:
         ram = profile.ram
-        rows = len(ram) if ram is not None else 0
-        if ram is None or (rows == self.curves["rss"].rows and not force):
+        if ram is None:
             return
-        t = ram.t
-        rss, children = ram["rss"], ram["children"]
-        self._set("rss", t, rss, rows, force)
-        self._set("rss_peak", t, ram["rss_peak"], rows, force)
-        self._set("children", t, children, rows, force)
-        self._set("tree", t, rss + children, rows, force)
+        start, rows = self.curves["rss"].source_rows, len(ram)
+        if rows == start:
+            return
+        t = ram.t[start:rows]
+        rss, children = ram["rss"][start:rows], ram["children"][start:rows]
+        self.curves["rss"].extend(t, rss, rows)
+        self.curves["rss_peak"].extend(t, ram["rss_peak"][start:rows], rows)
+        self.curves["children"].extend(t, children, rows)
+        self.curves["tree"].extend(t, rss + children, rows)
 
-    def _refresh_gpu(self, profile: Profile, force: bool) -> None:
+    def _refresh_gpu(self, profile: Profile) -> None:
         gpu = profile.gpu
         self._show_gpu(gpu is not None)
         if gpu is None:
@@ -276,18 +306,21 @@ class TimelineView(QWidget):
             low, high = self.gpu_plot.getViewBox().viewRange()[0]
             self.no_gpu.setPos(QPointF((low + high) / 2, 0.5))
             return
-        rows = len(gpu)
-        if rows == self.curves["allocated"].rows and not force:
-            return
-        device = int(gpu["device"][int(np.argmax(gpu["reserved"]))]) if rows else 0
-        table = gpu.where("device", device) if np.any(gpu["device"] != device) else gpu
-        self._set("allocated", table.t, table["allocated"], rows, force)
-        self._set("allocated_peak", table.t, table["allocated_peak"], rows, force)
-        self._set("reserved", table.t, table["reserved"], rows, force)
+        if self._gpu_device is None:
+            self._gpu_device = int(gpu["device"][0])  # the device the script allocated on first
+        device = self._gpu_device
+        start, rows = self.curves["allocated"].source_rows, len(gpu)
+        if rows > start:
+            mine = gpu["device"][start:rows] == device
+            t = gpu.t[start:rows][mine]
+            for key in ("allocated", "allocated_peak", "reserved"):
+                self.curves[key].extend(t, gpu[key][start:rows][mine], rows)
         nvml = profile.table("nvml")
-        if nvml is not None and len(nvml):
-            used = nvml.where("device", device)
-            self._set("device_used", used.t, used["used"], rows, force)
+        used = self.curves["device_used"]
+        if nvml is not None and len(nvml) > used.source_rows:
+            start, rows = used.source_rows, len(nvml)
+            mine = nvml["device"][start:rows] == device
+            used.extend(nvml.t[start:rows][mine], nvml["used"][start:rows][mine], rows)
 
     def _show_gpu(self, used: bool) -> None:
         """Without CUDA the GPU plot shows only its message: no legend, no byte axis."""

@@ -28,5 +28,5 @@ def window(
     win.show()
     yield win
     if win.controller is not None and win.controller.running:
-        win.controller.recording.kill_tree()
-        qtbot.waitUntil(lambda: not win.controller.running, timeout=20_000)
+        win.controller.kill()
+        assert win.controller.wait(20)

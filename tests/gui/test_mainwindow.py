@@ -92,17 +92,17 @@ def test_stop_ends_the_whole_process_tree(qtbot, window: MainWindow, tmp_path: P
     )
     window.open_script(str(script))
     window.start_run()
-    recording = window.controller.recording
-    qtbot.waitUntil(lambda: len(recording.tree.known) >= 2, timeout=RUN_TIMEOUT_MS)
-    tree = {pid: ident.start for pid, ident in recording.tree.known.items()}
+    qtbot.waitUntil(lambda: len(window.profile.children) >= 2, timeout=RUN_TIMEOUT_MS)
+    tree = {pid: proctree.identity(pid) for pid in window.profile.children}
+    assert all(ident is not None for ident in tree.values())
     window.stop_run()
     qtbot.waitUntil(
         lambda: not window.controller.running and not window.timer.isActive(),
         timeout=RUN_TIMEOUT_MS,
     )
-    for pid, start in tree.items():
-        ident = proctree.identity(pid)
-        assert ident is None or ident.start != start, f"worker {pid} survived Stop"
+    for pid, before in tree.items():
+        now = proctree.identity(pid)
+        assert now is None or now.start != before.start, f"worker {pid} survived Stop"
     assert window.profile.info.signal in (signal.SIGTERM, signal.SIGKILL)
     assert window.state_label.text().startswith("Ended: killed by signal")
 
@@ -174,6 +174,18 @@ def test_the_setup_of_each_script_is_remembered(
     assert later.setup_panel.args.text() == "--fast"
     assert later.setup_panel.env.toPlainText() == "SEED=3"
     assert str(script.resolve()) in later.settings.recent_scripts
+
+
+def test_a_run_that_cannot_start_says_why(qtbot, window: MainWindow, tmp_path: Path, monkeypatch) -> None:
+    script = write_script(tmp_path, "ok.py", "pass\n")
+    window.open_script(str(script))
+    monkeypatch.setattr("app.runsetup.check_run", lambda spec: [])  # let the bad interpreter through
+    window.setup_panel.python.setCurrentText(str(tmp_path / "no-such-python"))
+    window.start_run()
+    qtbot.waitUntil(lambda: not window.timer.isActive(), timeout=RUN_TIMEOUT_MS)
+    assert window.error_box is not None
+    assert window.error_box.text().startswith("cannot start")
+    assert "no-such-python" in window.error_box.text()
 
 
 def test_dropping_a_script_opens_it_for_running(qtbot, window: MainWindow, tmp_path: Path) -> None:

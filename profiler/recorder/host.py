@@ -1,0 +1,105 @@
+"""Run one recording in a process of its own, for the desktop app.
+
+    python -m profiler.recorder.host
+
+stdin: one JSON line with the run request, then control lines: "stop" ends the target's
+whole tree gracefully, "kill" at once. End of input (the app went away) counts as "stop".
+stdout: the recording's frames, exactly as written to the profile file, for the live view.
+stderr: one line explaining why, if the target could not be started (exit status 3).
+
+A separate process keeps the sampler's timing independent of the GUI thread (they would
+share one GIL in-process), and lets the file be finished even if the app dies.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from profiler.launch import RunSpec
+from profiler.recorder.session import Recording
+
+START_FAILED = 3
+
+
+def spec_to_json(spec: RunSpec, out_path: str | os.PathLike[str]) -> str:
+    return json.dumps(
+        {
+            "target": spec.target,
+            "args": list(spec.args),
+            "module": spec.module,
+            "cwd": spec.cwd,
+            "python": spec.python,
+            "env": dict(spec.env) if spec.env is not None else None,
+            "interval_ms": spec.interval_ms,
+            "hooks": spec.hooks,
+            "out": os.fspath(out_path),
+        }
+    )
+
+
+def spec_from_json(line: str) -> tuple[RunSpec, Path]:
+    data: dict[str, Any] = json.loads(line)
+    spec = RunSpec(
+        target=str(data["target"]),
+        args=tuple(str(a) for a in data["args"]),
+        module=bool(data["module"]),
+        cwd=str(data["cwd"]),
+        python=str(data["python"]),
+        env={str(k): str(v) for k, v in data["env"].items()} if data.get("env") is not None else None,
+        interval_ms=float(data["interval_ms"]),
+        hooks=bool(data["hooks"]),
+    )
+    return spec, Path(data["out"])
+
+
+class _FrameOut:
+    """Writes frames to stdout from the recorder's threads, one whole frame at a time."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self.stream = stream
+        self.lock = threading.Lock()
+        self.broken = False
+
+    def __call__(self, frame: bytes) -> None:
+        if self.broken:
+            return
+        with self.lock:
+            try:
+                self.stream.write(frame)
+                self.stream.flush()
+            except (BrokenPipeError, OSError):
+                self.broken = True  # the app went away: the file is still written
+
+
+def _control(recording: Recording, stdin: BinaryIO) -> None:
+    for raw in iter(stdin.readline, b""):
+        command = raw.strip()
+        if command == b"stop":
+            recording.stop()
+        elif command == b"kill":
+            recording.kill_tree()
+    if recording.poll():
+        recording.stop()  # end of input: the app is gone
+
+
+def main() -> int:
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    spec, out_path = spec_from_json(stdin.readline().decode())
+    recording = Recording(spec, out_path, stdio="capture", new_session=True, live=_FrameOut(stdout))
+    try:
+        recording.start()
+    except OSError as exc:
+        sys.stderr.write(f"cannot start {spec.python}: {exc.strerror or exc}\n")
+        return START_FAILED
+    threading.Thread(target=_control, args=(recording, stdin), name="memsight-control", daemon=True).start()
+    recording.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
