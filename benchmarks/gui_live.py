@@ -86,7 +86,9 @@ def main() -> int:
     type(view).paintEvent = original_paint
 
     ticks = window.frame_ms
-    frames = [t + p for t, p in zip(ticks, paint_ms)]  # a tick, then the paint it caused
+    # Each timer tick that brings data schedules one paint, so ticks and paints alternate;
+    # a frame is a tick plus the paint after it (the last tick may have no paint yet).
+    frames = [t + p for t, p in zip(ticks, paint_ms, strict=False)]
     profile = window.profile
     samples = profile.sample_count if profile else 0
     duration = profile.duration if profile else 0.0
