@@ -21,7 +21,10 @@ from profiler.model import Profile
 from profiler.units import format_bytes
 
 FOLLOW_WINDOW_S = 60.0
-MAX_SPANS_DRAWN = 1500  # phase shading is drawn only when this few spans are in view
+MAX_SPANS_DRAWN = 1500
+MAX_STEPS_DRAWN = 3000  # iteration ticks are drawn when this few are in view
+LEVEL_FACTOR = 4
+MIN_LEVEL_POINTS = 2048  # phase shading is drawn only when this few spans are in view
 
 # Colours chosen to stay distinct for the common forms of colour blindness.
 COLORS = {
@@ -94,11 +97,51 @@ class _Series:
         self.y = np.empty(0)
         self.n = 0
         self.source_rows = 0  # rows of the source table already taken in
+        self.levels: list[tuple[int, np.ndarray, np.ndarray]] = []
 
     def reset(self) -> None:
         self.n = 0
         self.source_rows = 0
+        self.levels = []
         self.item.setData([], [])
+
+    def build_levels(self) -> None:
+        """Min/max summaries at 4x, 16x, 64x ... fewer points, for a finished run.
+
+        Each level keeps, for every block of rows, its lowest and its highest value, so a
+        spike survives at every zoom; a frame then draws about two points per pixel whatever
+        the length of the run.
+        """
+        self.levels = []
+        x, y = self.x[: self.n], self.y[: self.n]
+        factor = LEVEL_FACTOR
+        lows, highs = y, y
+        while self.n // factor >= MIN_LEVEL_POINTS:
+            blocks = len(lows) // LEVEL_FACTOR
+            lows = lows[: blocks * LEVEL_FACTOR].reshape(blocks, LEVEL_FACTOR).min(axis=1)
+            highs = highs[: blocks * LEVEL_FACTOR].reshape(blocks, LEVEL_FACTOR).max(axis=1)
+            xs = np.repeat(x[: blocks * factor : factor], 2)
+            self.levels.append((factor, xs, np.column_stack((lows, highs)).ravel()))
+            factor *= LEVEL_FACTOR
+
+    def show_range(self, low: float, high: float, pixels: int) -> None:
+        """Draw the level that gives about two points per pixel between low and high."""
+        if not self.levels:
+            return
+        x = self.x[: self.n]
+        first = max(0, int(np.searchsorted(x, low)) - 1)
+        last = min(self.n, int(np.searchsorted(x, high)) + 1)
+        wanted = max(1, (last - first) // max(pixels, 1))
+        level = None
+        for candidate in self.levels:
+            if candidate[0] <= wanted:
+                level = candidate
+        if level is None:
+            self.item.setData(x, self.y[: self.n])
+            return
+        factor, xs, ys = level
+        a, b = 2 * (first // factor), 2 * (last // factor + 1)
+        self.item.setData(xs[a:b], ys[a:b])
 
     def extend(self, x: np.ndarray, y: np.ndarray, source_rows: int) -> None:
         self.source_rows = source_rows
@@ -240,12 +283,14 @@ class TimelineView(QWidget):
         self._marker_rows = (-1, -1, -1)
         self.refresh(force=True)
         if not running:
+            self._build_levels()
             self.zoom_to_fit()
 
     def set_running(self, running: bool) -> None:
         self.running = running
         if not running:
             self.refresh(force=True)
+            self._build_levels()
 
     def set_follow(self, follow: bool) -> None:
         if follow != self.follow:
@@ -368,14 +413,22 @@ class TimelineView(QWidget):
         if counts == self._marker_rows and not force:
             return
         self._marker_rows = counts
-        if steps is not None:
-            self.steps.setData(np.repeat(steps.t, 2), np.tile([0.1, 0.9], len(steps)))
-        else:
-            self.steps.setData([], [])
+        self._draw_steps()
         epochs = [e for e in profile.events if e.type == "epoch"]
         self.epochs.setData(np.repeat([e.t for e in epochs], 2), np.tile([0.0, 3.0], len(epochs)))
         self._draw_spans()
         self._draw_events(profile)
+
+    def _draw_steps(self) -> None:
+        steps = self.profile.steps if self.profile is not None else None
+        if steps is None:
+            self.steps.setData([], [])
+            return
+        low, high = self.lane.getViewBox().viewRange()[0]
+        t = steps.t[int(np.searchsorted(steps.t, low)) : int(np.searchsorted(steps.t, high))]
+        if len(t) > MAX_STEPS_DRAWN:
+            t = t[:0]  # too dense to tell apart: zoom in to see iterations
+        self.steps.setData(np.repeat(t, 2), np.tile([0.1, 0.9], len(t)))
 
     def _draw_spans(self) -> None:
         spans = self.profile.spans if self.profile is not None else None
@@ -468,6 +521,16 @@ class TimelineView(QWidget):
 
     def _on_range_changed(self, *_: Any) -> None:
         self._draw_spans()
+        self._draw_steps()
+        if not self.running:
+            low, high = self.lane.getViewBox().viewRange()[0]
+            pixels = int(self.lane.getViewBox().width()) or 1000
+            for curve in self.curves.values():
+                curve.show_range(low, high, pixels)
+
+    def _build_levels(self) -> None:
+        for curve in self.curves.values():
+            curve.build_levels()
 
     def _on_mouse_moved(self, pos: QPointF) -> None:
         if self.profile is None or not self.ram_plot.sceneBoundingRect().united(
