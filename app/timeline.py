@@ -262,7 +262,7 @@ class TimelineView(QWidget):
     def _make_plot(self, title: str, row: int) -> pg.PlotItem:
         plot = self.graphics.addPlot(row=row, col=0, axisItems={"left": ByteAxis("left")})
         plot.setTitle(title, size="10pt")
-        plot.showGrid(x=True, y=True, alpha=0.15)
+        plot.showGrid(x=False, y=True, alpha=0.15)
         plot.setMouseEnabled(x=True, y=False)
         plot.enableAutoRange(axis="y")
         plot.setAutoVisible(y=True)
