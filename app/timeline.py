@@ -205,8 +205,10 @@ class TimelineView(QWidget):
         self.gpu_plot = self._make_plot("GPU memory", row=1)
         self.lane = self.graphics.addPlot(row=2, col=0, axisItems={"bottom": SecondsAxis("bottom")})
         self.lane.setMaximumHeight(70)
+        self.lane.getAxis("left").setWidth(72)
         self.lane.setMouseEnabled(x=True, y=False)
-        self.lane.hideAxis("left")
+        self.lane.getAxis("left").setStyle(showValues=False, tickLength=0)
+        self.lane.getAxis("left").setPen(pg.mkPen(None))
         self.lane.setYRange(0, 3, padding=0)
         self.lane.getAxis("bottom").setLabel("time since start")
         for plot in (self.ram_plot, self.gpu_plot):
@@ -260,14 +262,17 @@ class TimelineView(QWidget):
         self.apply_palette(self.palette())
 
     def _make_plot(self, title: str, row: int) -> pg.PlotItem:
-        plot = self.graphics.addPlot(row=row, col=0, axisItems={"left": ByteAxis("left")})
+        axis = ByteAxis("left")
+        # Room for "1023 MiB" from the start: an axis laid out narrower than its labels
+        # drops them, and the RAM and GPU plots line up when both are this wide.
+        axis.setWidth(72)
+        plot = self.graphics.addPlot(row=row, col=0, axisItems={"left": axis})
         plot.setTitle(title, size="10pt")
         plot.showGrid(x=False, y=True, alpha=0.15)
         plot.setMouseEnabled(x=True, y=False)
         plot.enableAutoRange(axis="y")
         plot.setAutoVisible(y=True)
-        legend = plot.addLegend(offset=(6, 4), labelTextSize="8pt")
-        legend.setBrush(pg.mkBrush(255, 255, 255, 170))
+        plot.addLegend(offset=(6, 4), labelTextSize="8pt")
         plot.getViewBox().sigRangeChangedManually.connect(self._on_manual_range)
         return plot
 
@@ -522,6 +527,8 @@ class TimelineView(QWidget):
     def _on_range_changed(self, *_: Any) -> None:
         self._draw_spans()
         self._draw_steps()
+        low, high = self.lane.getViewBox().viewRange()[0]
+        self.no_gpu.setPos(QPointF((low + high) / 2, 0.5))  # keep the message centred
         if not self.running:
             low, high = self.lane.getViewBox().viewRange()[0]
             pixels = int(self.lane.getViewBox().width()) or 1000
@@ -582,3 +589,8 @@ class TimelineView(QWidget):
                 axis.setPen(pg.mkPen(foreground))
                 axis.setTextPen(pg.mkPen(foreground))
         self.no_gpu.setColor(QColor(foreground))
+        legend_background = QColor(background)
+        legend_background.setAlpha(190)
+        for plot in (self.ram_plot, self.gpu_plot):
+            plot.legend.setBrush(pg.mkBrush(legend_background))
+            plot.legend.setLabelTextColor(foreground)
