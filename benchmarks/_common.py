@@ -10,6 +10,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -33,11 +34,42 @@ class ProcessResult:
     stdout: str
     stderr: str
     wall_s: float  # the whole process, interpreter start and memsight's own work included
+    # CPU seconds that other processes on the machine used while this one ran (None where
+    # /proc/stat is unavailable): a shared machine's load, which timings cannot tell apart.
+    background_cpu_s: float | None = None
+    cpu_s: float | None = None  # CPU time of the process and every descendant it waited for
+
+    @property
+    def background_cores(self) -> float | None:
+        """Average number of cores busy with other work while this process ran."""
+        if self.background_cpu_s is None or self.wall_s <= 0:
+            return None
+        return max(0.0, self.background_cpu_s) / self.wall_s
+
+
+def machine_busy_s() -> float | None:
+    """CPU seconds every core has spent busy (or stolen by the hypervisor) since boot."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    # user nice system idle iowait irq softirq steal [guest guest_nice: already in user]
+    busy = sum(fields[i] for i in (0, 1, 2, 5, 6, 7) if i < len(fields))
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def _own_and_children_cpu_s() -> float:
+    """CPU time of this process and of every child (and their descendants) it waited for."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def run_process(
     argv: Sequence[str], timeout: float | None = None, env: Mapping[str, str] | None = None
 ) -> ProcessResult:
+    busy_before, ours_before = machine_busy_s(), _own_and_children_cpu_s()
     start = time.perf_counter()
     proc = subprocess.run(
         list(argv),
@@ -50,7 +82,14 @@ def run_process(
         check=False,
     )
     wall = time.perf_counter() - start
-    result = ProcessResult(list(argv), proc.returncode, proc.stdout, proc.stderr, wall)
+    busy_after = machine_busy_s()
+    ours = _own_and_children_cpu_s() - ours_before
+    background = None
+    if busy_before is not None and busy_after is not None:
+        background = busy_after - busy_before - ours
+    result = ProcessResult(
+        list(argv), proc.returncode, proc.stdout, proc.stderr, wall, background, ours
+    )
     if proc.returncode != 0:
         raise RuntimeError(
             f"command failed with status {proc.returncode}: {' '.join(argv)}\n"

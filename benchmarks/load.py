@@ -3,8 +3,8 @@
 Target (DESIGN.md): the file is at most 40 MB and `load_profile` reads it in at most 1 s.
 
 The profile is written through the recorder's own writing path, not a shortcut: a RUN frame,
-the schema frames, rows added one at a time to profiler.recorder.blocks.TableBuffer and
-drained every 200 ms of simulated time (the recorder's FLUSH_S) into
+the schema frames, rows added to profiler.recorder.blocks.TableBuffer (the sampler's one at
+a time, the agent's a frame at a time, as they arrive) and drained every 200 ms of simulated time (the recorder's FLUSH_S) into
 profiler.storage.ProfileWriter, which is flushed after every drain, as a recording does.
 Then profiler.storage.compact_profile rewrites it, as Recording.finish does after a clean
 end. Both files are measured: the verdict is on the finished (compacted) one, which is what
@@ -21,17 +21,28 @@ What a 10 ms recording of a 2.8-hour GPU training run would hold (defaults):
            100 ms step in 512-byte units, *_peak as CudaSampler reports them, reserved
            in 20 MiB segments, active, inactive_split, a rare alloc retry;
 * children 4 DataLoader workers sampled about once a second each;
-* events   per 100 ms training step, what the agent's PyTorch instrumentation sends
-           (profiler/agent/instrument.py): a forward, a backward and a step event carrying
-           the memory state (RSS and the CUDA allocator counters), a parameter/gradient/
-           optimizer-state breakdown once a second; one EVENTS payload per agent flush
-           (100 ms), re-framed by the recorder as Recording.on_events does.
-           `--events step` writes one bare {"t", "type": "step", "index"} event per step
-           instead, batched per 200 ms flush: the lower bound.
+* steps    one row per 100 ms optimizer step, as the agent's PyTorch instrumentation
+           (profiler/agent/instrument.py) sends them: start, end, index, optimizer, how the
+           gradients were cleared, the memory state at the step's end (RSS from the ram
+           rows, the CUDA allocator counters from the gpu rows, peaks as the allocator's own
+           high-water marks) and the parameter / gradient / optimizer-state breakdown on the
+           first 3 steps, then at most once a second (-1 on the other steps);
+* spans    per step the root module's forward, the backward and one link row from that
+           backward to the forward;
+* events   the few JSON events still sent: a "name" event per name id (the module and the
+           optimizer class), torch_imported, cuda_init, one epoch per 1,000 steps.
+           Agent rows and events reach the recorder once per agent flush (100 ms); agent
+           rows go into the recorder's TableBuffer per table (Recording.on_rows) and are
+           drained with the others, events are re-framed as Recording.on_events does.
+           `--events step` writes only the steps rows, with nothing but the times, index,
+           optimizer and clearing known (-1 elsewhere): the lower bound.
+
+Not modelled: the optional nvml table (NVML's device view, 10 rows/s per GPU where
+nvidia-ml-py is installed), stdout/stderr output.
 
 Each loaded profile is checked against the generated data (row counts, every value of every
-column, event counts per type, times and values of several step events), so a fast load of
-wrong data cannot pass.
+column of the five tables, event counts per type, name ids, and several steps and spans
+rows read back the way a viewer reads them), so a fast load of wrong data cannot pass.
 """
 
 from __future__ import annotations
@@ -50,7 +61,16 @@ from _common import print_table, verdict, write_result
 
 from profiler import protocol
 from profiler.agent.client import FLUSH_S as AGENT_FLUSH_S
-from profiler.protocol import CHILD_TABLE, GPU_TABLE, RAM_TABLE, TableSchema
+from profiler.agent.instrument import BREAKDOWN_EVERY_NS, BREAKDOWN_WARMUP_STEPS
+from profiler.model import TIME_COLUMNS
+from profiler.protocol import (
+    CHILD_TABLE,
+    GPU_TABLE,
+    RAM_TABLE,
+    SPAN_TABLE,
+    STEP_TABLE,
+    TableSchema,
+)
 from profiler.recorder.blocks import TableBuffer
 from profiler.storage import ProfileWriter, load_profile
 
@@ -78,8 +98,14 @@ class Timeline:
     ram: np.ndarray
     gpu: np.ndarray
     children: np.ndarray
-    step_times: np.ndarray  # ns when each training step starts
-    step_event_ns: list[int]  # the "t" of each step event
+    steps: np.ndarray  # STEP_TABLE rows, one per optimizer step
+    spans: np.ndarray  # SPAN_TABLE rows (empty with --events step)
+    # When each agent row reaches the recorder: the end of the agent flush (100 ms) that
+    # sends it. The recorder adds rows to its TableBuffer as they arrive (Recording.on_rows).
+    gpu_arrival: np.ndarray
+    steps_arrival: np.ndarray
+    spans_arrival: np.ndarray
+    names: dict[int, str]  # name ids used in the rows, as the "name" events announce them
     # The agent's EVENTS payloads, already JSON as they arrive on the socket: (arrival ns,
     # payload). The recorder only re-frames them (Recording.on_events).
     payloads: list[tuple[int, bytes]] = field(default_factory=list)
@@ -113,9 +139,17 @@ def parse_args() -> argparse.Namespace:
         "--events",
         choices=["full", "step"],
         default="full",
-        help="full (default): the forward/backward/step events the agent's PyTorch "
-        "instrumentation sends per step, in one payload per agent flush (100 ms); "
-        "step: one bare step event per step, batched per --flush-ms",
+        help="full (default): what the agent's PyTorch instrumentation sends for a GPU "
+        "training loop: per step a forward, a backward and a link row in the spans table and "
+        "a steps row with the memory state, plus rare JSON events (names, epochs); "
+        "step: the bare minimum, one steps row per step with only its times, index and "
+        "optimizer known (-1 elsewhere), no spans",
+    )
+    p.add_argument(
+        "--epoch-steps",
+        type=int,
+        default=1000,
+        help="steps per epoch: one epoch event each (default 1000, 100 s at 100 ms steps)",
     )
     p.add_argument("--workers", type=int, default=4, help="DataLoader worker processes (default 4)")
     p.add_argument("--repeat", type=int, default=3, help="timed loads (default 3)")
@@ -264,99 +298,228 @@ def generate(opts: argparse.Namespace) -> Timeline:
     ram = ram_rows(rng, t, opts, children_total_at(t, children, pids))
     gpu = gpu_rows(rng, opts.samples, opts)
     step_ns = int(opts.step_ms * 1e6)
-    steps = np.arange(T0_NS + 1_000_000_000, int(t[-1]) - step_ns, step_ns, dtype=np.int64)
-    steps += rng.integers(0, 2_000_000, len(steps))
-    if opts.events == "full":
-        events = instrumentation_events(steps, step_ns, ram, gpu)
-        batch_ns = int(AGENT_FLUSH_S * 1e9)
-    else:
-        events = [
-            (int(s), {"t": int(s), "type": "step", "index": i + 1}) for i, s in enumerate(steps)
-        ]
-        batch_ns = int(opts.flush_ms * 1e6)
+    starts = np.arange(T0_NS + 1_000_000_000, int(t[-1]) - step_ns, step_ns, dtype=np.int64)
+    starts += rng.integers(0, 2_000_000, len(starts))
+    phases = step_phases(rng, starts, step_ns)
+    full = opts.events == "full"
+    # Name ids in the order the agent hands them out (Agent.name_id): the root module's class
+    # at the end of the first forward, the optimizer's at the end of the first step.
+    names = {1: "GPT", 2: "AdamW"} if full else {1: "AdamW"}
+    ids = {name: i for i, name in names.items()}
+    steps = step_rows(phases, ram, gpu, ids["AdamW"], full)
+    spans = span_rows(phases, ids["GPT"]) if full else np.empty((0, 7), dtype=np.int64)
+    batch_ns = int(AGENT_FLUSH_S * 1e9)
+    events = rare_events(phases, names, opts, full)
     payloads = agent_payloads(events, batch_ns)
     counts: dict[str, int] = {}
     for _, ev in events:
         counts[ev["type"]] = counts.get(ev["type"], 0) + 1
-    step_event_ns = [ev["t"] for _, ev in events if ev["type"] == "step"]
+    # Rows are queued when their span ends: a forward row at the forward's end, the backward
+    # and link rows at the backward's end, a step row at the step's end.
+    span_queued = spans[:, 1] if len(spans) else np.empty(0, dtype=np.int64)
     return Timeline(
-        interval_ns,
-        int(opts.flush_ms * 1e6),
-        ram,
-        gpu,
-        children,
-        steps,
-        step_event_ns,
-        payloads,
-        counts,
-        pids,
+        interval_ns=interval_ns,
+        flush_ns=int(opts.flush_ms * 1e6),
+        ram=ram,
+        gpu=gpu,
+        children=children,
+        steps=steps,
+        spans=spans,
+        gpu_arrival=agent_arrival(gpu[:, 0], batch_ns),
+        steps_arrival=agent_arrival(steps[:, 1], batch_ns),
+        spans_arrival=agent_arrival(span_queued, batch_ns),
+        names=names,
+        payloads=payloads,
+        event_counts=counts,
+        child_pids=pids,
     )
 
 
-def instrumentation_events(
-    steps: np.ndarray, step_ns: int, ram: np.ndarray, gpu: np.ndarray
+@dataclass
+class Phases:
+    """Monotonic-clock times of each training step's phases (ns), one entry per step."""
+
+    start: np.ndarray  # forward begins
+    fwd_end: np.ndarray
+    bwd_start: np.ndarray  # the gradient hook on the forward's output fires
+    bwd_end: np.ndarray  # the autograd engine's queued callback runs
+    opt_start: np.ndarray  # optimizer step pre hook
+    opt_end: np.ndarray  # optimizer step post hook
+
+
+def step_phases(rng: np.random.Generator, starts: np.ndarray, step_ns: int) -> Phases:
+    """Forward 35 %, backward to 85 %, optimizer step to 97 % of each step, with the jitter of
+    real timings (tens to hundreds of microseconds; monotonic_ns has ns resolution)."""
+    n = len(starts)
+
+    def jitter(sd_ns: float) -> np.ndarray:
+        return np.clip(rng.normal(0, sd_ns, n), -3 * sd_ns, 3 * sd_ns).astype(np.int64)
+
+    fwd_end = starts + int(0.35 * step_ns) + jitter(200_000)
+    bwd_start = fwd_end + rng.integers(100_000, 300_000, n)
+    bwd_end = starts + int(0.85 * step_ns) + jitter(300_000)
+    opt_start = bwd_end + rng.integers(80_000, 200_000, n)
+    opt_end = starts + int(0.97 * step_ns) + jitter(100_000)
+    return Phases(starts, fwd_end, bwd_start, bwd_end, opt_start, opt_end)
+
+
+def latest_at(times: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Index of the latest row at or before each time in `at` (clipped to the first row)."""
+    return np.maximum(np.searchsorted(times, at, side="right") - 1, 0)
+
+
+def step_rows(
+    phases: Phases, ram: np.ndarray, gpu: np.ndarray, optimizer_id: int, full: bool
+) -> np.ndarray:
+    """STEP_TABLE rows as Instrumentation._step_post builds them.
+
+    full: the memory state read at the step's end (RSS, the CUDA allocator's counters, whose
+    *_peak are the allocator's own high-water marks, never reset), and the parameter /
+    gradient / optimizer-state breakdown on the first 3 steps, then whenever a second has
+    passed since the last one (-1 on the others). Otherwise the bare minimum: times, index,
+    optimizer and how gradients were cleared, every other column -1 (unknown).
+    """
+    n = len(phases.start)
+    rows = np.full((n, len(STEP_TABLE.columns)), -1, dtype=np.int64)
+    col = {name: i for i, (name, _) in enumerate(STEP_TABLE.columns)}
+    rows[:, col["t"]] = phases.opt_start
+    rows[:, col["end"]] = phases.opt_end
+    rows[:, col["index"]] = np.arange(1, n + 1)
+    rows[:, col["optimizer"]] = optimizer_id
+    rows[:, col["cleared"]] = protocol.CLEARED_ZERO_GRAD  # zero_grad() before each backward
+    if not full:
+        return rows
+    rows[:, col["rss"]] = ram[latest_at(ram[:, 0], phases.opt_end), 1]
+    g = gpu[latest_at(gpu[:, 0], phases.opt_end)]
+    rows[:, col["device"]] = 0
+    rows[:, col["allocated"]] = g[:, 2]
+    rows[:, col["reserved"]] = g[:, 4]
+    # CudaSampler.read(): the allocator's peaks since the start, not the per-interval peaks
+    # of the gpu table.
+    at = latest_at(gpu[:, 0], phases.opt_end)
+    rows[:, col["allocated_peak"]] = np.maximum.accumulate(gpu[:, 3])[at]
+    rows[:, col["reserved_peak"]] = np.maximum.accumulate(gpu[:, 5])[at]
+    rows[:, col["active"]] = g[:, 6]
+    rows[:, col["inactive_split"]] = g[:, 7]
+    rows[:, col["alloc_retries"]] = g[:, 8]
+    rows[:, col["ooms"]] = g[:, 9]
+    # Instrumentation._breakdown: measured on the first steps, then at most once a second.
+    measured = np.zeros(n, dtype=bool)
+    last, count = 0, 0
+    for i, end in enumerate(phases.opt_end.tolist()):
+        if count < BREAKDOWN_WARMUP_STEPS or end - last >= BREAKDOWN_EVERY_NS:
+            measured[i] = True
+            last, count = end, count + 1
+    params = 1_247_281_152  # a 312M-parameter fp32 model on cuda:0, AdamW's two moments
+    for name, value in (
+        ("params_cpu", 0),
+        ("params_gpu", params),
+        ("grads_cpu", 0),
+        ("grads_gpu", params),
+        ("state_cpu", 0),
+        ("state_gpu", 2 * params),
+    ):
+        rows[measured, col[name]] = value
+    return rows
+
+
+def span_rows(phases: Phases, module_id: int) -> np.ndarray:
+    """SPAN_TABLE rows per step, in the order the agent queues them: the root module's
+    forward (training, grad enabled, output requires grad, CUDA autocast, depth 0), then at
+    the backward's end the backward row and its one link row to that forward."""
+    n = len(phases.start)
+    forward_id = np.arange(1, n + 1)
+    zeros = np.zeros(n, dtype=np.int64)
+    flags = (
+        protocol.FLAG_TRAINING
+        | protocol.FLAG_GRAD
+        | protocol.FLAG_REQUIRES_GRAD
+        | protocol.FLAG_AUTOCAST_CUDA
+    )
+    forward = np.stack(
+        [
+            phases.start,
+            phases.fwd_end,
+            zeros + protocol.SPAN_FORWARD,
+            forward_id,
+            zeros + module_id,
+            zeros + flags,
+            zeros,
+        ],
+        axis=1,
+    )
+
+    def backward_row(kind: int) -> np.ndarray:
+        return np.stack(
+            [phases.bwd_start, phases.bwd_end, zeros + kind, forward_id, zeros, zeros, zeros],
+            axis=1,
+        )
+
+    rows = np.stack(
+        [forward, backward_row(protocol.SPAN_BACKWARD), backward_row(protocol.SPAN_LINK)], axis=1
+    )
+    return rows.reshape(-1, len(SPAN_TABLE.columns)).astype(np.int64)
+
+
+def rare_events(
+    phases: Phases, names: dict[int, str], opts: argparse.Namespace, full: bool
 ) -> list[tuple[int, dict[str, Any]]]:
-    """What profiler/agent/instrument.py reports per training step of a GPU model: a forward
-    of the root module, the backward, and the optimizer step with the memory state (RSS and
-    the CUDA allocator counters), plus a parameter/gradient/state breakdown once a second.
-    Each is (time queued, event); the agent queues an event when its span ends."""
+    """The JSON events an instrumented run still sends, as (time queued, event): the "name"
+    of each id (when first used), and with `full` torch_imported, cuda_init and one "epoch"
+    per DataLoader iterator (every --epoch-steps steps)."""
+    ids = {name: i for i, name in names.items()}
     out: list[tuple[int, dict[str, Any]]] = []
-    ram_at = np.searchsorted(ram[:, 0], steps)
-    gpu_at = np.searchsorted(gpu[:, 0], steps)
-    per_second = max(1, round(1e9 / step_ns))
-    for i, start in enumerate(steps.tolist()):
-        fwd_end = start + int(0.35 * step_ns)
-        bwd_start, bwd_end = fwd_end + 150_000, start + int(0.85 * step_ns)
-        opt_start, opt_end = bwd_end + 120_000, start + int(0.97 * step_ns)
-        g = gpu[min(gpu_at[i], len(gpu) - 1)].tolist()
-        cuda = {
-            "device": 0,
-            "allocated": g[2],
-            "allocated_peak": g[3],
-            "reserved": g[4],
-            "reserved_peak": g[5],
-            "active": g[6],
-            "active_peak": g[3] + 2 * MiB,
-            "inactive_split": g[7],
-            "inactive_split_peak": g[7] + 64 * MiB,
-            "alloc_retries": g[8],
-            "ooms": g[9],
-        }
-        step: dict[str, Any] = {
-            "end": opt_end,
-            "index": i + 1,
-            "optimizer": "AdamW",
-            "cleared": "zero_grad",
-            "memory": {"rss": int(ram[min(ram_at[i], len(ram) - 1), 1]), "cuda": cuda},
-        }
-        if i < 3 or i % per_second == 0:
-            step["breakdown"] = {
-                "params": {"cuda:0": 1_247_281_152},
-                "grads": {"cuda:0": 1_247_281_152},
-                "state": {"cuda:0": 2_494_562_304},
-            }
+
+    def name_event(name: str, at: int) -> None:
+        out.append((at, {"id": ids[name], "name": name, "t": at, "type": "name"}))
+
+    if full:
+        torch_at, cuda_at = T0_NS + 600_000_000, T0_NS + 850_000_000
         out.append(
             (
-                fwd_end,
+                torch_at,
                 {
-                    "end": fwd_end,
-                    "id": i + 1,
-                    "module": "GPT",
-                    "training": True,
-                    "grad": True,
-                    "autocast": "bfloat16",
-                    "requires_grad": True,
-                    "depth": 0,
-                    "t": start,
-                    "type": "forward",
+                    "version": "2.5.1+cu124",
+                    "cuda": "12.4",
+                    "hooks": True,
+                    "t": torch_at,
+                    "type": "torch_imported",
                 },
             )
         )
-        out.append(
-            (bwd_end, {"end": bwd_end, "forwards": [i + 1], "t": bwd_start, "type": "backward"})
-        )
-        out.append((opt_end, {**step, "t": opt_start, "type": "step"}))
+        device = {
+            "index": 0,
+            "name": "NVIDIA H100 80GB HBM3",
+            "total_bytes": 85_045_870_592,
+            "uuid": "GPU-5a1c3e9f-0d2b-4c6e-9f7a-3b8d1e2c4a6f",
+            "pci": [0, 24, 0],
+        }
+        out.append((cuda_at, {"devices": [device], "t": cuda_at, "type": "cuda_init"}))
+        epoch_starts = range(0, len(phases.start), max(1, opts.epoch_steps))
+        for k, i in enumerate(epoch_starts):
+            at = int(phases.start[i]) - 1_500_000  # DataLoader.__iter__, before the batch
+            out.append(
+                (
+                    at,
+                    {
+                        "loader": 1,
+                        "index": k + 1,
+                        "num_workers": opts.workers,
+                        "persistent_workers": False,
+                        "t": at,
+                        "type": "epoch",
+                    },
+                )
+            )
+        name_event("GPT", int(phases.fwd_end[0]))
+    name_event("AdamW", int(phases.opt_end[0]))
+    out.sort(key=lambda item: item[0])
     return out
+
+
+def agent_arrival(queued: np.ndarray, batch_ns: int) -> np.ndarray:
+    """When rows queued at these times reach the recorder: the agent's next flush."""
+    return T0_NS + ((queued - T0_NS) // batch_ns + 1) * batch_ns
 
 
 def agent_payloads(
@@ -405,30 +568,32 @@ def run_metadata(opts: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def cursor_rows(matrix: np.ndarray) -> tuple[list[tuple[int, ...]], np.ndarray]:
-    """Rows as the tuples the sampler builds, plus their times for slicing by window."""
-    return [tuple(r) for r in matrix.tolist()], matrix[:, 0].copy()
+def cursor_rows(matrix: np.ndarray) -> list[tuple[int, ...]]:
+    """Rows as the tuples the sampler and the server hand to TableBuffer."""
+    return [tuple(r) for r in matrix.tolist()]
 
 
 def write_profile(path: Path, data: Timeline, opts: argparse.Namespace) -> dict[str, Any]:
     """Write `data` frame by frame the way Recording does; return timing and byte counts."""
-    ram_rows_, ram_t = cursor_rows(data.ram)
-    gpu_rows_, gpu_t = cursor_rows(data.gpu)
-    child_rows_, child_t = cursor_rows(data.children)
+    # (name, schema, rows, when each row reaches the recorder). Recorder tables get a row at
+    # each sample; agent tables get the rows of an agent frame at once (Recording.on_rows).
+    sources = [
+        ("ram", RAM_TABLE, cursor_rows(data.ram), data.ram[:, 0]),
+        ("children", CHILD_TABLE, cursor_rows(data.children), data.children[:, 0]),
+        ("gpu", GPU_TABLE, cursor_rows(data.gpu), data.gpu_arrival),
+        ("steps", STEP_TABLE, cursor_rows(data.steps), data.steps_arrival),
+        ("spans", SPAN_TABLE, cursor_rows(data.spans), data.spans_arrival),
+    ]
     payload_t = np.array([t for t, _ in data.payloads], dtype=np.int64)
-    end_ns = int(max(ram_t[-1], gpu_t[-1])) + 1
+    end_ns = int(max(times[-1] for _, _, _, times in sources if len(times))) + 1
     edges = np.arange(T0_NS + data.flush_ns, end_ns + data.flush_ns, data.flush_ns, dtype=np.int64)
     # Where each window ends in each table, found up front: the recorder knows this for free.
     cut = {
-        name: np.searchsorted(times, edges, side="left").tolist()
-        for name, times in (
-            ("ram", ram_t),
-            ("gpu", gpu_t),
-            ("children", child_t),
-            ("events", payload_t),
-        )
+        name: np.searchsorted(times, edges, side="left").tolist() for name, _, _, times in sources
     }
-    table_bytes = {"ram": 0, "children": 0, "gpu": 0, "events": 0}
+    cut["events"] = np.searchsorted(payload_t, edges, side="left").tolist()
+    table_bytes = {name: 0 for name, _, _, _ in sources}
+    table_bytes["events"] = 0
 
     started = time.perf_counter()
     writer = ProfileWriter(path)
@@ -436,12 +601,12 @@ def write_profile(path: Path, data: Timeline, opts: argparse.Namespace) -> dict[
     emit(protocol.encode_json_frame(protocol.RUN, run_metadata(opts)))
     buffers: dict[str, TableBuffer] = {}
 
-    def table(name: str, schema: TableSchema) -> TableBuffer:
+    def declare(name: str, schema: TableSchema) -> None:  # Recording._table
         buffers[name] = TableBuffer(schema)
         emit(schema.frame())
-        return buffers[name]
 
-    ram, children = table("ram", RAM_TABLE), table("children", CHILD_TABLE)
+    declare("ram", RAM_TABLE)
+    declare("children", CHILD_TABLE)
     emit(
         events_frame(
             [
@@ -455,7 +620,9 @@ def write_profile(path: Path, data: Timeline, opts: argparse.Namespace) -> dict[
             ]
         )
     )
-    gpu = table("gpu", GPU_TABLE)
+    # The agent declares all its tables right after its hello (Agent.__init__), used or not.
+    for schema in (GPU_TABLE, STEP_TABLE, SPAN_TABLE):
+        declare(schema.name, schema)
     emit(
         events_frame(
             [
@@ -471,25 +638,25 @@ def write_profile(path: Path, data: Timeline, opts: argparse.Namespace) -> dict[
             ]
         )
     )
-    sources: list[tuple[str, TableBuffer, list[tuple[int, ...]]]] = [
-        ("ram", ram, ram_rows_),
-        ("children", children, child_rows_),
-        ("gpu", gpu, gpu_rows_),
-    ]
-    done = {"ram": 0, "children": 0, "gpu": 0, "events": 0}
+    done = dict.fromkeys(cut, 0)
     for w in range(len(edges)):
-        for name, buf, rows in sources:
-            add = buf.add
-            for row in rows[done[name] : cut[name][w]]:
-                add(row)
-            done[name] = cut[name][w]
+        for name, _, rows, _ in sources:
+            upto = cut[name][w]
+            if upto > done[name]:
+                if name in ("ram", "children"):  # HostSampler / TreeWatcher: row by row
+                    add = buffers[name].add
+                    for row in rows[done[name] : upto]:
+                        add(row)
+                else:  # AgentServer -> Recording.on_rows: a frame's rows at once
+                    buffers[name].extend(rows[done[name] : upto])
+                done[name] = upto
         for _, payload in data.payloads[done["events"] : cut["events"][w]]:
             # Recording.on_events: the agent's payload as it came, compressed when it pays.
             frame = protocol.encode_frame(protocol.EVENTS, payload, compress=len(payload) > 1024)
             table_bytes["events"] += len(frame)
             emit(frame)
         done["events"] = cut["events"][w]
-        for name, buf, _ in sources:  # Recording.flush(): drain every table, then the file
+        for name, buf in buffers.items():  # Recording.flush(): drain every table, then the file
             frame = buf.drain()
             if frame:
                 table_bytes[name] += len(frame)
@@ -502,7 +669,7 @@ def write_profile(path: Path, data: Timeline, opts: argparse.Namespace) -> dict[
                 {
                     "t": end_ns + 1,
                     "type": "recording_end",
-                    "samples": len(ram_rows_),
+                    "samples": len(data.ram),
                     "missed_ticks": 0,
                 }
             ]
@@ -543,6 +710,8 @@ def verify(path: Path, data: Timeline) -> list[str]:
         ("ram", data.ram, RAM_TABLE),
         ("gpu", data.gpu, GPU_TABLE),
         ("children", data.children, CHILD_TABLE),
+        ("steps", data.steps, STEP_TABLE),
+        ("spans", data.spans, SPAN_TABLE),
     ]
     for name, matrix, schema in checks:
         table = profile.table(name)
@@ -553,47 +722,91 @@ def verify(path: Path, data: Timeline) -> list[str]:
         if table is None or len(table) != len(matrix):
             continue
         for i, (col, _) in enumerate(schema.columns):
-            if col == "t":
-                expected_t = (matrix[:, 0] - T0_NS) / 1e9
+            if col in TIME_COLUMNS:  # loaded as seconds since the start, the decoder's float
                 check(
-                    np.array_equal(table.t, expected_t), f"{name}.t differs from what was written"
+                    np.array_equal(table[col], (matrix[:, i] - T0_NS) / 1e9),
+                    f"{name}.{col} differs from what was written",
                 )
             else:
                 check(
                     np.array_equal(table[col], matrix[:, i]),
                     f"{name}.{col} differs from what was written",
                 )
-    steps = [e for e in profile.events if e.type == "step"]
-    check(
-        len(steps) == len(data.step_times),
-        f"{len(steps)} step events, expected {len(data.step_times)}",
-    )
     for kind, count in data.event_counts.items():
         got = sum(1 for e in profile.events if e.type == kind)
         check(got == count, f"{got} {kind} events, expected {count}")
-    if steps:
-        for k in (0, len(steps) // 2, len(steps) - 1):
-            expected = (data.step_event_ns[k] - T0_NS) / 1e9
-            check(
-                steps[k].t == expected and steps[k].get("index") == k + 1,
-                f"step event {k} does not round-trip",
-            )
-        if opts_events_full(steps[0]):
-            gpu_at = np.searchsorted(data.gpu[:, 0], data.step_times)
-            for k in (0, len(steps) // 2, len(steps) - 1):
-                cuda = steps[k].get("memory", {}).get("cuda", {})
-                check(
-                    cuda.get("allocated") == int(data.gpu[min(gpu_at[k], len(data.gpu) - 1), 2]),
-                    f"step event {k}: memory.cuda.allocated does not round-trip",
-                )
+    check(profile.names == data.names, f"name ids {profile.names}, expected {data.names}")
+    check(
+        profile.iterations == len(data.steps),
+        f"{profile.iterations} iterations, expected {len(data.steps)}",
+    )
+    check_rows(profile, data, check)
     check(profile.complete, "the loaded profile is not marked complete")
     check(not profile.warnings, f"warnings on load: {profile.warnings}")
     check(sorted(profile.children) == data.child_pids, "child processes do not round-trip")
     return problems
 
 
-def opts_events_full(step: Any) -> bool:
-    return "memory" in step.data
+def check_rows(profile: Any, data: Timeline, check: Callable[[bool, str], None]) -> None:
+    """A few steps and spans rows read the way a viewer reads them, against their sources."""
+    steps, spans = profile.steps, profile.spans
+    if steps is None:
+        check(False, "no steps table")
+        return
+    n = len(steps)
+    full = data.spans.size > 0
+    for k in (0, 1, 2, 3, n // 2, n - 1):
+        if not 0 <= k < n:
+            continue
+        row = {c: steps[c][k] for c in steps.column_names}
+        end_ns = int(data.steps[k, 1])
+        ok = (
+            row["index"] == k + 1
+            and profile.name(row["optimizer"]) == "AdamW"
+            and row["t"] < row["end"]
+            and row["end"] == (end_ns - T0_NS) / 1e9
+        )
+        if full:
+            ram_at = latest_at(data.ram[:, 0], np.array([end_ns]))[0]
+            gpu_at = latest_at(data.gpu[:, 0], np.array([end_ns]))[0]
+            ok = ok and row["rss"] == data.ram[ram_at, 1] and row["device"] == 0
+            ok = ok and row["allocated"] == data.gpu[gpu_at, 2]
+            ok = ok and row["allocated_peak"] == data.gpu[: gpu_at + 1, 3].max()
+            if k < BREAKDOWN_WARMUP_STEPS:  # measured on the first steps, always
+                ok = ok and row["params_gpu"] > 0 and row["state_gpu"] == 2 * row["params_gpu"]
+        check(bool(ok), f"steps row {k} does not round-trip")
+    if full:
+        measured = int((steps["params_gpu"] >= 0).sum())
+        seconds = (steps["end"][-1] - steps["end"][0]) + 1
+        check(
+            BREAKDOWN_WARMUP_STEPS < measured <= BREAKDOWN_WARMUP_STEPS + seconds,
+            f"breakdown on {measured} steps, expected about one a second",
+        )
+        if spans is None:
+            check(False, "no spans table")
+            return
+        kind, ident = spans["kind"], spans["id"]
+        check(
+            int((kind == protocol.SPAN_FORWARD).sum()) == n
+            and int((kind == protocol.SPAN_BACKWARD).sum()) == n
+            and int((kind == protocol.SPAN_LINK).sum()) == n,
+            "spans: not one forward, backward and link row per step",
+        )
+        for k in (0, n // 2, n - 1):
+            f, b, link = 3 * k, 3 * k + 1, 3 * k + 2
+            ok = (
+                kind[f] == protocol.SPAN_FORWARD
+                and profile.name(spans["module"][f]) == "GPT"
+                and spans["flags"][f] & protocol.FLAG_REQUIRES_GRAD
+                and kind[b] == protocol.SPAN_BACKWARD
+                and kind[link] == protocol.SPAN_LINK
+                and ident[f] == ident[b] == ident[link] == k + 1
+                and spans["t"][f] < spans["end"][f] < spans["t"][b] < spans["end"][b]
+                and spans["end"][b] < steps["t"][k]  # the step follows its backward
+            )
+            check(bool(ok), f"spans of step {k} do not round-trip")
+    elif spans is not None:
+        check(False, "spans rows with --events step")
 
 
 def timed(label: str, fn: Callable[[], Any]) -> tuple[Any, float]:
@@ -640,22 +853,23 @@ def measure(path: Path, data: Timeline, repeat: int) -> Measured:
     return Measured(path.stat().st_size, time_loads(path, repeat), verify(path, data))
 
 
-def print_contents(data: Timeline, written: dict[str, Any], events: str) -> None:
+def print_contents(data: Timeline, written: dict[str, Any]) -> None:
     counts = {
         "ram": len(data.ram),
         "gpu": len(data.gpu),
         "children": len(data.children),
-        f"events ({events})": sum(data.event_counts.values()),
+        "steps": len(data.steps),
+        "spans": len(data.spans),
+        "events": sum(data.event_counts.values()),
     }
-    keys = {"ram": "ram", "gpu": "gpu", "children": "children", f"events ({events})": "events"}
     print_table(
         ["table", "rows", "bytes", "bytes/row"],
         [
             [
-                name,
+                name if name != "events" else "agent JSON events",
                 n,
-                written["frame_bytes"][keys[name]],
-                written["frame_bytes"][keys[name]] / max(n, 1),
+                written["frame_bytes"][name],
+                written["frame_bytes"][name] / max(n, 1),
             ]
             for name, n in counts.items()
         ],
@@ -728,7 +942,7 @@ def main() -> int:
             )
             done = measure(path, data, opts.repeat)
 
-    print_contents(data, written, opts.events)
+    print_contents(data, written)
     print_summary(len(data.ram), raw, done, written, compact_s)
     judged = done if done is not None else raw
     which = "finished profile" if done is not None else "profile as recorded"
@@ -759,6 +973,8 @@ def main() -> int:
                 "ram": len(data.ram),
                 "gpu": len(data.gpu),
                 "children": len(data.children),
+                "steps": len(data.steps),
+                "spans": len(data.spans),
                 "events": data.event_counts,
                 "event_frames": len(data.payloads),
             },

@@ -1,0 +1,325 @@
+"""Cost per training step of the agent's PyTorch instrumentation, measured in-process.
+
+No target of its own: it explains the overhead benchmark's number. `overhead.py` measures
+memsight as a whole (recorder process, agent thread, instrumentation) on a real run, where a
+difference of a few tenths of a percent is below the machine's noise. This script isolates
+the part that runs in the training thread itself: profiler.agent.instrument.Instrumentation
+is installed on the overhead workload's model (benchmarks/workloads/cpu_train.py) with a
+stand-in for the agent that does in the calling thread what the real one does (pack the
+row with struct, append it under a lock; events into a list). No recorder, no socket, no
+agent thread.
+
+* Blocks of steps run alternately with the instrumentation installed and uninstalled, in
+  one process (same model, same data); the per-step difference of the block medians, in
+  wall time and in the thread's CPU time, is the instrumentation's cost per step.
+* `--per-hook` then runs again with a timer around every hook and helper, and reports the
+  time spent in each per call (mean and median) and per step. The timers add about a
+  microsecond per call of their own, and nested helpers are also counted in their caller.
+
+A step of the default workload is ~40 ms, long enough for the CPU caches to forget the
+hooks' code between two calls: per call they cost several times what they cost in a tight
+loop. `--dim 16 --layers 2 --batch 2` gives ~2 ms steps, where the fixed cost per step shows
+as a percentage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import statistics
+import sys
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+from _common import WORKLOADS, print_table, write_result
+
+from profiler import protocol
+from profiler.agent import instrument
+
+NAME = "hook_cost"
+
+# Hooks torch calls (top level) and the helpers they call (nested), timed with --per-hook.
+HOOKS = (
+    "_root_pre",
+    "_root_post",
+    "_backward_started",
+    "_backward_finished",
+    "_step_pre",
+    "_step_post",
+    "_discover_pre",
+    "_discover_post",
+)
+HELPERS = (
+    "_watch_backward",
+    "_autocast",
+    "_stack",
+    "_attach_oom_observer",
+    "_maybe_rediscover",
+    "memory_state",
+    "_rss",
+    "_breakdown",
+    "_cleared_how",
+    "_remember_grads",
+)
+MODULE_HELPERS = ("measure_breakdown", "_first_grad_tensor")
+AGENT_CALLS = ("row", "name_id", "event")
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--blocks", type=int, default=10, help="blocks per mode (default 10)")
+    p.add_argument("--block-steps", type=int, default=30, help="steps per block (default 30)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    p.add_argument("--dim", type=int, default=64, help="model width (default 64, as overhead)")
+    p.add_argument("--layers", type=int, default=6, help="blocks in the model (default 6)")
+    p.add_argument("--batch", type=int, default=16, help="batch size (default 16)")
+    p.add_argument(
+        "--per-hook", action="store_true", help="also time every hook and helper (a second run)"
+    )
+    return p.parse_args()
+
+
+class StandInAgent:
+    """What profiler.agent.client.Agent does in the script's thread, without a socket."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self._lock = threading.Lock()
+        self._events: list[dict[str, Any]] = []
+        self._rows = {schema.id: bytearray() for schema in protocol.AGENT_TABLES}
+        self._names: dict[str, int] = {}
+        self._closed = False
+        self.errors: list[tuple[str, str]] = []
+
+    def event(self, type_: str, t: int | None = None, **data: Any) -> None:
+        if self._closed or os.getpid() != self.pid:
+            return
+        data["t"] = time.monotonic_ns() if t is None else t
+        data["type"] = type_
+        with self._lock:
+            self._events.append(data)
+
+    def row(self, schema: protocol.TableSchema, values: tuple[int, ...]) -> None:
+        if self._closed or os.getpid() != self.pid:
+            return
+        packed = schema.row.pack(*values)
+        with self._lock:
+            self._rows[schema.id] += packed
+
+    def name_id(self, name: str) -> int:
+        known = self._names.get(name)
+        if known is not None:
+            return known
+        with self._lock:
+            known = self._names[name] = len(self._names) + 1
+        self.event("name", id=known, name=name)
+        return known
+
+    def error(self, where: str, exc: BaseException) -> None:
+        self.errors.append((where, repr(exc)))
+
+    def report_exception(self, exc: BaseException, where: str, uncaught: bool = False) -> None:
+        pass
+
+    def cuda_reader(self) -> Any:
+        return None
+
+
+class Timers:
+    """Wraps methods and functions with perf_counter_ns accumulators; undo() restores them."""
+
+    def __init__(self) -> None:
+        self.samples: dict[str, list[int]] = defaultdict(list)
+        self.enabled = False
+        self._undo: list[tuple[Any, str, Any]] = []
+
+    def wrap(self, owner: Any, attr: str, label: str) -> None:
+        original = owner.__dict__.get(attr)
+        if original is None:
+            return  # not in this version of the instrumentation
+        samples = self.samples[label]
+
+        @functools.wraps(original)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            if not self.enabled:
+                return original(*args, **kwargs)
+            start = time.perf_counter_ns()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                samples.append(time.perf_counter_ns() - start)
+
+        self._undo.append((owner, attr, original))
+        setattr(owner, attr, timed)
+
+    def undo(self) -> None:
+        for owner, attr, original in reversed(self._undo):
+            setattr(owner, attr, original)
+        self._undo.clear()
+
+
+def build(opts: argparse.Namespace) -> tuple[Callable[[], None], Any]:
+    """The overhead workload's training step, as a closure over its model and data."""
+    sys.path.insert(0, str(WORKLOADS))
+    import torch
+    from cpu_train import TinyGPT
+    from torch import nn
+
+    torch.manual_seed(0)
+    torch.set_num_threads(opts.threads)
+    vocab, seq = 256, 64
+    model = TinyGPT(vocab, opts.dim, opts.layers, 4, seq)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    loss_fn = nn.CrossEntropyLoss()
+    corpus = torch.randint(0, vocab, (64, opts.batch, seq + 1))
+    counter = [0]
+
+    def step() -> None:
+        chunk = corpus[counter[0] % len(corpus)]
+        counter[0] += 1
+        x, y = chunk[:, :-1], chunk[:, 1:]
+        loss = loss_fn(model(x).reshape(-1, vocab), y.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return step, torch
+
+
+def run_blocks(
+    step: Callable[[], None], inst: Any, opts: argparse.Namespace, timers: Timers | None
+) -> dict[str, list[tuple[float, float]]]:
+    """Per-step (wall ns, thread CPU ns) of each block, by mode, alternating the order."""
+    blocks: dict[str, list[tuple[float, float]]] = {"on": [], "off": []}
+    for b in range(opts.blocks):
+        for mode in ("on", "off") if b % 2 == 0 else ("off", "on"):
+            if mode == "on":
+                inst.install()
+            step()  # untimed: on, this is where root discovery ends (at the first step)
+            if timers is not None:
+                timers.enabled = mode == "on"
+            wall, cpu = time.perf_counter_ns(), time.thread_time_ns()
+            for _ in range(opts.block_steps):
+                step()
+            wall, cpu = time.perf_counter_ns() - wall, time.thread_time_ns() - cpu
+            if timers is not None:
+                timers.enabled = False
+            blocks[mode].append((wall / opts.block_steps, cpu / opts.block_steps))
+            if mode == "on":
+                inst.uninstall()
+    return blocks
+
+
+def summarize(blocks: dict[str, list[tuple[float, float]]]) -> dict[str, float]:
+    out = {}
+    for k, label in ((0, "wall"), (1, "cpu")):
+        on = statistics.median(b[k] for b in blocks["on"])
+        off = statistics.median(b[k] for b in blocks["off"])
+        out[f"{label}_off_us"] = off / 1e3
+        out[f"{label}_on_us"] = on / 1e3
+        out[f"{label}_cost_us"] = (on - off) / 1e3
+        out[f"{label}_ratio"] = on / off
+    return out
+
+
+def main() -> int:
+    opts = parse_args()
+    step, torch = build(opts)
+    agent = StandInAgent()
+    inst = instrument.Instrumentation(agent, torch)
+    for _ in range(5):  # warm-up, uninstrumented
+        step()
+    print(
+        f"workload: cpu_train.py model (dim {opts.dim}, layers {opts.layers}, batch "
+        f"{opts.batch}), {opts.threads} thread(s); {opts.blocks} blocks of "
+        f"{opts.block_steps} steps per mode, alternating",
+        flush=True,
+    )
+    blocks = run_blocks(step, inst, opts, None)
+    cost = summarize(blocks)
+    print_table(
+        ["per step", "uninstrumented", "instrumented", "cost", "ratio"],
+        [
+            [
+                label,
+                cost[f"{label}_off_us"],
+                cost[f"{label}_on_us"],
+                cost[f"{label}_cost_us"],
+                cost[f"{label}_ratio"],
+            ]
+            for label in ("wall", "cpu")
+        ],
+        title="median per-step time of the blocks, microseconds (cpu: the thread's CPU time)",
+    )
+    hooks: dict[str, dict[str, float]] = {}
+    if opts.per_hook:
+        timers = Timers()
+        cls = instrument.Instrumentation
+        for attr in HOOKS + HELPERS:
+            timers.wrap(cls, attr, attr)
+        for attr in MODULE_HELPERS:
+            timers.wrap(instrument, attr, attr)
+        for attr in AGENT_CALLS:
+            timers.wrap(StandInAgent, attr, "agent." + attr)
+        inst = instrument.Instrumentation(agent, torch)  # binds the wrapped methods
+        try:
+            timed_blocks = run_blocks(step, inst, opts, timers)
+        finally:
+            timers.undo()
+        steps = opts.blocks * opts.block_steps
+        for label, samples in timers.samples.items():
+            if samples:
+                hooks[label] = {
+                    "calls_per_step": len(samples) / steps,
+                    "us_per_step": sum(samples) / steps / 1e3,
+                    "us_per_call_mean": statistics.fmean(samples) / 1e3,
+                    "us_per_call_median": statistics.median(samples) / 1e3,
+                }
+        order = sorted(hooks, key=lambda k: (k not in HOOKS, -hooks[k]["us_per_step"]))
+        print_table(
+            ["hook / helper", "kind", "calls/step", "us/step", "us/call mean", "us/call median"],
+            [
+                [
+                    label,
+                    "hook" if label in HOOKS else "nested",
+                    hooks[label]["calls_per_step"],
+                    hooks[label]["us_per_step"],
+                    hooks[label]["us_per_call_mean"],
+                    hooks[label]["us_per_call_median"],
+                ]
+                for label in order
+            ],
+            title="time inside each hook (hook: called by torch; nested: inside a hook)",
+        )
+        total = sum(v["us_per_step"] for k, v in hooks.items() if k in HOOKS)
+        timed_cost = summarize(timed_blocks)["wall_cost_us"]
+        print(
+            f"\nhooks total {total:.1f} us/step with timers (run cost with timers "
+            f"{timed_cost:.1f} us/step); the rest of the cost is torch's side: the slow "
+            f"module-call path of hooked modules, tensor-hook and engine-callback dispatch"
+        )
+    if agent.errors:
+        print(f"instrumentation errors: {agent.errors}")
+    write_result(
+        NAME,
+        {
+            "settings": vars(opts),
+            "per_step": cost,
+            "blocks_us": {
+                mode: [[w / 1e3, c / 1e3] for w, c in values] for mode, values in blocks.items()
+            },
+            "per_hook": hooks,
+            "errors": agent.errors,
+        },
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
