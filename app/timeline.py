@@ -64,7 +64,7 @@ class ByteAxis(pg.AxisItem):
         raw = span / unit / wanted
         magnitude = 10 ** np.floor(np.log10(raw)) if raw > 0 else 1.0
         step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
-        return [(step * unit, 0), (step * unit / 5, 0)]
+        return [(step * unit, 0)]  # no minor level: its grid lines cost more than they tell
 
     def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
         if not values:
@@ -162,8 +162,10 @@ class _Series:
 
 
 def _curve(
-    plot: pg.PlotItem, name: str, color: str, width: float = 1.5, dash: bool = False
+    plot: pg.PlotItem, name: str, color: str, width: float = 1, dash: bool = False
 ) -> pg.PlotDataItem:
+    # One-pixel pens: wider ones are drawn segment by segment, several times slower in
+    # software rendering, which decides whether a long run pans at 30 frames per second.
     pen = pg.mkPen(
         color=color, width=width, style=Qt.PenStyle.DashLine if dash else Qt.PenStyle.SolidLine
     )
@@ -217,21 +219,19 @@ class TimelineView(QWidget):
 
         self.curves = {
             "rss_peak": _Series(
-                _curve(self.ram_plot, "Main, peak between samples", COLORS["rss_peak"], 1)
+                _curve(self.ram_plot, "Main, peak between samples", COLORS["rss_peak"])
             ),
             "tree": _Series(_curve(self.ram_plot, "Process tree", COLORS["tree"])),
             "children": _Series(_curve(self.ram_plot, "Workers (USS)", COLORS["children"])),
-            "rss": _Series(_curve(self.ram_plot, "Main process (RSS)", COLORS["rss"], 2)),
+            "rss": _Series(_curve(self.ram_plot, "Main process (RSS)", COLORS["rss"])),
             "allocated_peak": _Series(
-                _curve(
-                    self.gpu_plot, "Allocated, peak between samples", COLORS["allocated_peak"], 1
-                )
+                _curve(self.gpu_plot, "Allocated, peak between samples", COLORS["allocated_peak"])
             ),
             "device_used": _Series(
                 _curve(self.gpu_plot, "Device used (NVML)", COLORS["device_used"], dash=True)
             ),
             "reserved": _Series(_curve(self.gpu_plot, "Reserved", COLORS["reserved"])),
-            "allocated": _Series(_curve(self.gpu_plot, "Allocated", COLORS["allocated"], 2)),
+            "allocated": _Series(_curve(self.gpu_plot, "Allocated", COLORS["allocated"])),
         }
         self.no_gpu = pg.TextItem("This run did not use CUDA", anchor=(0.5, 0.5))
         self.gpu_plot.addItem(self.no_gpu, ignoreBounds=True)
