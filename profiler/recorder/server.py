@@ -14,7 +14,6 @@ import selectors
 import socket
 import threading
 import time
-from collections.abc import Callable
 from typing import Any, Protocol
 
 from profiler import protocol
@@ -238,17 +237,6 @@ class AgentServer(threading.Thread):
 
     def _log(self, kind: str, **data: Any) -> None:
         self.handler.on_log(kind, **data)
-
-
-def wait_for(event: threading.Event, timeout: float, alive: Callable[[], bool]) -> bool:
-    """Wait for `event` up to `timeout` seconds, giving up early once `alive()` is false."""
-    end = time.monotonic() + timeout
-    while not event.is_set():
-        remaining = end - time.monotonic()
-        if remaining <= 0 or not alive():
-            return event.is_set()
-        event.wait(min(remaining, 0.05))
-    return True
 
 
 def _hello_fields(hello: dict[str, Any]) -> dict[str, Any]:
