@@ -50,7 +50,9 @@ def spec_from_json(line: str) -> tuple[RunSpec, Path]:
         module=bool(data["module"]),
         cwd=str(data["cwd"]),
         python=str(data["python"]),
-        env={str(k): str(v) for k, v in data["env"].items()} if data.get("env") is not None else None,
+        env={str(k): str(v) for k, v in data["env"].items()}
+        if data.get("env") is not None
+        else None,
         interval_ms=float(data["interval_ms"]),
         hooks=bool(data["hooks"]),
     )
@@ -96,7 +98,9 @@ def main() -> int:
     except OSError as exc:
         sys.stderr.write(f"cannot start {spec.python}: {exc.strerror or exc}\n")
         return START_FAILED
-    threading.Thread(target=_control, args=(recording, stdin), name="memsight-control", daemon=True).start()
+    threading.Thread(
+        target=_control, args=(recording, stdin), name="memsight-control", daemon=True
+    ).start()
     recording.wait()
     return 0
 
