@@ -78,20 +78,31 @@ class _FrameOut:
                 self.broken = True  # the app went away: the file is still written
 
 
-def _control(recording: Recording, stdin: BinaryIO) -> None:
-    for raw in iter(stdin.readline, b""):
-        command = raw.strip()
-        if command == b"stop":
-            recording.stop()
-        elif command == b"kill":
-            recording.kill_tree()
+def _control(recording: Recording, fd: int) -> None:
+    # Raw reads: a daemon thread blocked in a buffered readline() makes the interpreter
+    # abort at exit, unable to take the buffer's lock.
+    pending = b""
+    while chunk := os.read(fd, 4096):
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            if line.strip() == b"stop":
+                recording.stop()
+            elif line.strip() == b"kill":
+                recording.kill_tree()
     if recording.poll():
         recording.stop()  # end of input: the app is gone
 
 
 def main() -> int:
-    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
-    spec, out_path = spec_from_json(stdin.readline().decode())
+    stdout = sys.stdout.buffer
+    request = b""
+    while not request.endswith(b"\n"):
+        chunk = os.read(0, 1)  # byte by byte: nothing after the request line is consumed here
+        if not chunk:
+            break
+        request += chunk
+    spec, out_path = spec_from_json(request.decode())
     recording = Recording(spec, out_path, stdio="capture", new_session=True, live=_FrameOut(stdout))
     try:
         recording.start()
@@ -99,7 +110,7 @@ def main() -> int:
         sys.stderr.write(f"cannot start {spec.python}: {exc.strerror or exc}\n")
         return START_FAILED
     threading.Thread(
-        target=_control, args=(recording, stdin), name="memsight-control", daemon=True
+        target=_control, args=(recording, 0), name="memsight-control", daemon=True
     ).start()
     recording.wait()
     return 0

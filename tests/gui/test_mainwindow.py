@@ -55,6 +55,9 @@ def test_a_script_runs_through_the_window_and_everything_it_recorded_is_shown(
     console = window.console.text.toPlainText()
     assert "step 3 ['--lr', '0.1']" in console and "warning: done" in console
     assert window.state_label.text() == "Ended: exit code 0"
+    assert (
+        window.error_box is None and window.controller.error is None
+    )  # the recorder exited cleanly
     assert window.save_action.isEnabled() and window.run_action.isEnabled()
     assert window.timeline.no_gpu.isVisible()
     assert "did not use CUDA" in window.timeline.no_gpu.textItem.toPlainText()
@@ -176,10 +179,14 @@ def test_the_setup_of_each_script_is_remembered(
     assert str(script.resolve()) in later.settings.recent_scripts
 
 
-def test_a_run_that_cannot_start_says_why(qtbot, window: MainWindow, tmp_path: Path, monkeypatch) -> None:
+def test_a_run_that_cannot_start_says_why(
+    qtbot, window: MainWindow, tmp_path: Path, monkeypatch
+) -> None:
     script = write_script(tmp_path, "ok.py", "pass\n")
     window.open_script(str(script))
-    monkeypatch.setattr("app.runsetup.check_run", lambda spec: [])  # let the bad interpreter through
+    monkeypatch.setattr(
+        "app.runsetup.check_run", lambda spec: []
+    )  # let the bad interpreter through
     window.setup_panel.python.setCurrentText(str(tmp_path / "no-such-python"))
     window.start_run()
     qtbot.waitUntil(lambda: not window.timer.isActive(), timeout=RUN_TIMEOUT_MS)
