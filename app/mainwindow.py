@@ -322,7 +322,6 @@ class MainWindow(QMainWindow):
             self.settings.save(self.store)
         if controller.error:
             self.show_error("The recording failed", controller.error)
-        self.timeline.refresh(force=True)
         self.console.refresh()
 
     def _update_status(self) -> None:

@@ -188,6 +188,7 @@ class TimelineView(QWidget):
         self._programmatic_range = False
         self._marker_rows = (-1, -1, -1)
         self._gpu_device: int | None = None
+        self._levels_built = False
         self._limit_lines: list[tuple[pg.PlotItem, pg.InfiniteLine]] = []
         self._limits_key: tuple[Any, ...] = ()
         self._event_lines: list[tuple[pg.PlotItem, pg.InfiniteLine]] = []
@@ -294,8 +295,8 @@ class TimelineView(QWidget):
     def set_running(self, running: bool) -> None:
         self.running = running
         if not running:
-            self.refresh(force=True)
-            self._build_levels()
+            self.refresh()  # only what arrived last: the curves already hold the rest
+            self._levels_built = False  # built at the first pan or zoom, not in this frame
 
     def set_follow(self, follow: bool) -> None:
         if follow != self.follow:
@@ -530,12 +531,15 @@ class TimelineView(QWidget):
         low, high = self.lane.getViewBox().viewRange()[0]
         self.no_gpu.setPos(QPointF((low + high) / 2, 0.5))  # keep the message centred
         if not self.running:
+            if not self._levels_built:
+                self._build_levels()
             low, high = self.lane.getViewBox().viewRange()[0]
             pixels = int(self.lane.getViewBox().width()) or 1000
             for curve in self.curves.values():
                 curve.show_range(low, high, pixels)
 
     def _build_levels(self) -> None:
+        self._levels_built = True
         for curve in self.curves.values():
             curve.build_levels()
 
