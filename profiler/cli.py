@@ -21,11 +21,10 @@ from types import FrameType
 
 import profiler
 from profiler.launch import DEFAULT_INTERVAL_MS, RunSpec
+from profiler.preflight import MIN_INTERVAL_MS
 from profiler.storage import ProfileError, load_profile
 from profiler.summary import format_text, summarize, to_json
 from profiler.units import format_bytes, format_duration
-
-MIN_INTERVAL_MS = 0.5
 
 TOP_HELP = """\
 memsight — a memory profiler for PyTorch scripts.

@@ -220,9 +220,7 @@ def compact_profile(path: str | os.PathLike[str]) -> None:
                 if base == protocol.SCHEMA:
                     schema = TableSchema.from_json(protocol.decode_json(plain))
                     schemas[schema.id] = schema
-                frames.append(
-                    protocol.HEADER.pack(len(payload), kind, zlib.crc32(payload)) + payload
-                )
+                frames.append(protocol.encode_frame(kind, payload))
     except _DECODE_ERRORS as exc:
         raise scan.error(path, exc) from None
     for table_id, table_blocks in blocks.items():

@@ -71,6 +71,21 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def _run(
+    argv: list[str], cwd: Path, stdin: str | None, env: dict[str, str] | None, timeout: float
+) -> Completed:
+    proc = subprocess.run(
+        argv,
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env or child_env(),
+        timeout=timeout,
+    )
+    return Completed(proc.returncode, proc.stdout, proc.stderr)
+
+
 def run_memsight(
     args: list[str],
     cwd: Path,
@@ -81,16 +96,9 @@ def run_memsight(
 ) -> Completed:
     """`memsight run --out OUT -q ARGS...` in `cwd`; returns its output and profile path."""
     out = out or cwd / "run.memsight"
-    proc = subprocess.run(
-        [*MEMSIGHT, "run", "-q", "--out", str(out), *args],
-        cwd=cwd,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=env or child_env(),
-        timeout=timeout,
-    )
-    return Completed(proc.returncode, proc.stdout, proc.stderr, out)
+    result = _run([*MEMSIGHT, "run", "-q", "--out", str(out), *args], cwd, stdin, env, timeout)
+    result.profile_path = out
+    return result
 
 
 def run_plain(
@@ -101,13 +109,4 @@ def run_plain(
     timeout: float = 120,
 ) -> Completed:
     """`python ARGS...` in `cwd`, the reference a memsight run must match."""
-    proc = subprocess.run(
-        [PYTHON, *args],
-        cwd=cwd,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=env or child_env(),
-        timeout=timeout,
-    )
-    return Completed(proc.returncode, proc.stdout, proc.stderr)
+    return _run([PYTHON, *args], cwd, stdin, env, timeout)
