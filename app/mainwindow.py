@@ -8,6 +8,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+import numpy as np
 from PySide6.QtCore import QEvent, QSettings, QStandardPaths, Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
 from PySide6.QtWidgets import (
@@ -53,6 +54,9 @@ class MainWindow(QMainWindow):
         self.frame_ms: list[float] = []  # duration of each refresh, for benchmarks
         self._run_started = 0.0
         self._rate = (0.0, 0)  # (time, samples) at the last status update
+        self._peaks: dict[
+            str, tuple[Profile | None, int, int]
+        ] = {}  # name -> profile, rows seen, max
 
         self.setWindowTitle("memsight")
         self.setAcceptDrops(True)
@@ -324,6 +328,16 @@ class MainWindow(QMainWindow):
             self.show_error("The recording failed", controller.error)
         self.console.refresh()
 
+    def _peak(self, name: str, values: np.ndarray) -> int:
+        """Running maximum of a growing column: each status update looks only at new rows."""
+        profile, rows, peak = self._peaks.get(name, (None, 0, 0))
+        if profile is not self.profile or rows > len(values):
+            rows, peak = 0, 0
+        if len(values) > rows:
+            peak = max(peak, int(values[rows:].max()))
+        self._peaks[name] = (self.profile, len(values), peak)
+        return peak
+
     def _update_status(self) -> None:
         profile = self.profile
         if profile is None:
@@ -342,12 +356,12 @@ class MainWindow(QMainWindow):
         ram = profile.ram
         if ram is not None and len(ram):
             self.ram_label.setText(
-                f"RAM {format_bytes(int(ram['rss'][-1]))} · peak {format_bytes(int(ram['rss_peak'].max()))}"
+                f"RAM {format_bytes(int(ram['rss'][-1]))} · peak {format_bytes(self._peak('ram', ram['rss_peak']))}"
             )
         gpu = profile.gpu
         if gpu is not None:
             self.gpu_label.setText(
-                f"VRAM {format_bytes(int(gpu['allocated'][-1]))} · peak {format_bytes(int(gpu['allocated_peak'].max()))}"
+                f"VRAM {format_bytes(int(gpu['allocated'][-1]))} · peak {format_bytes(self._peak('gpu', gpu['allocated_peak']))}"
             )
         else:
             self.gpu_label.setText("no GPU")
