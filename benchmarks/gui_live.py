@@ -97,7 +97,11 @@ def main() -> int:
         ["measure", "value", "target"],
         [
             ["run length", f"{duration:.0f} s", f"{args.seconds:g} s"],
-            ["samples", f"{samples:,} ({samples / max(duration, 1e-9):.0f}/s)", f"{1000 / args.interval_ms:.0f}/s"],
+            [
+                "samples",
+                f"{samples:,} ({samples / max(duration, 1e-9):.0f}/s)",
+                f"{1000 / args.interval_ms:.0f}/s",
+            ],
             ["frames (tick + paint)", f"{len(frames):,}", ""],
             ["frame, median", f"{statistics.median(frames):.1f} ms", ""],
             ["frame, p99", f"{p99:.1f} ms", ""],
@@ -106,7 +110,11 @@ def main() -> int:
         title="gui_live",
     )
     passed = worst <= FRAME_TARGET_MS
-    line = verdict("gui_live", passed, f"worst frame {worst:.1f} ms, p99 {p99:.1f} ms over {len(frames):,} frames (≤ 33.3)")
+    line = verdict(
+        "gui_live",
+        passed,
+        f"worst frame {worst:.1f} ms, p99 {p99:.1f} ms over {len(frames):,} frames (≤ 33.3)",
+    )
     print(line)
     write_result(
         "gui_live",

@@ -31,8 +31,12 @@ FRAME_TARGET_MS = 1000 / 30
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--profile", type=Path, help="an existing profile to open (default: make one)")
-    p.add_argument("--samples", type=int, default=1_000_000, help="samples in the generated profile")
-    p.add_argument("--frames", type=int, default=120, help="pan/zoom frames to render (default 120)")
+    p.add_argument(
+        "--samples", type=int, default=1_000_000, help="samples in the generated profile"
+    )
+    p.add_argument(
+        "--frames", type=int, default=120, help="pan/zoom frames to render (default 120)"
+    )
     p.add_argument("--size", default="1600x1000", help="window size (default 1600x1000)")
     return p.parse_args()
 
@@ -42,7 +46,16 @@ def make_profile(samples: int) -> Path:
     if not path.exists():
         print(f"writing a {samples:,}-sample profile with benchmarks/load.py ...", flush=True)
         subprocess.run(
-            [sys.executable, str(BENCH_DIR / "load.py"), "--samples", str(samples), "--repeat", "1", "--keep", str(path)],
+            [
+                sys.executable,
+                str(BENCH_DIR / "load.py"),
+                "--samples",
+                str(samples),
+                "--repeat",
+                "1",
+                "--keep",
+                str(path),
+            ],
             check=True,
             stdout=subprocess.DEVNULL,
         )
@@ -96,7 +109,11 @@ def main() -> int:
             ["samples in the profile", f"{samples:,}", "1,000,000"],
             ["file size", f"{path.stat().st_size / 1e6:.1f} MB", ""],
             ["open → on screen", f"{open_s:.2f} s", f"≤ {OPEN_TARGET_S} s"],
-            ["pan/zoom frame, median", f"{statistics.median(frames_ms):.1f} ms ({fps:.0f} fps)", ""],
+            [
+                "pan/zoom frame, median",
+                f"{statistics.median(frames_ms):.1f} ms ({fps:.0f} fps)",
+                "",
+            ],
             ["pan/zoom frame, p95", f"{p95:.1f} ms", f"≤ {FRAME_TARGET_MS:.1f} ms"],
             ["pan/zoom frame, worst", f"{worst:.1f} ms", ""],
         ],
@@ -104,7 +121,9 @@ def main() -> int:
     )
     passed = open_s <= OPEN_TARGET_S and p95 <= FRAME_TARGET_MS
     line = verdict(
-        "gui_load", passed, f"open {open_s:.2f} s (≤ {OPEN_TARGET_S}), pan/zoom p95 {p95:.1f} ms ≈ {1000 / p95:.0f} fps (≥ 30)"
+        "gui_load",
+        passed,
+        f"open {open_s:.2f} s (≤ {OPEN_TARGET_S}), pan/zoom p95 {p95:.1f} ms ≈ {1000 / p95:.0f} fps (≥ 30)",
     )
     print(line)
     write_result(

@@ -6,12 +6,15 @@ arrive live from a recording or are read back from a file.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+from profiler.columns import ColumnStore
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -32,41 +35,31 @@ class SampleTable:
     def __init__(self, name: str, columns: Iterable[str]) -> None:
         self.name = name
         self.column_names: list[str] = list(columns)
-        self._n = 0
-        self._cap = 0
-        self._cols: dict[str, np.ndarray] = {
-            c: np.empty(0, dtype=np.float64 if c in TIME_COLUMNS else np.int64)
-            for c in self.column_names
-        }
+        self._store = ColumnStore(
+            {c: np.float64 if c in TIME_COLUMNS else np.int64 for c in self.column_names}
+        )
 
     def __len__(self) -> int:
-        return self._n
+        return len(self._store)
 
     def __contains__(self, column: str) -> bool:
-        return column in self._cols
+        return column in self.column_names
 
     def append(self, block: dict[str, np.ndarray]) -> None:
-        rows = len(block["t"])
-        if rows == 0:
-            return
-        need = self._n + rows
-        if need > self._cap:
-            cap = max(need, self._cap * 2, 1024)
-            for name, col in self._cols.items():
-                grown = np.empty(cap, dtype=col.dtype)
-                grown[: self._n] = col[: self._n]
-                self._cols[name] = grown
-            self._cap = cap
-        for name, col in self._cols.items():
-            col[self._n : need] = block[name]
-        self._n = need
+        self._store.append(block, len(block["t"]))
 
     @property
     def t(self) -> FloatArray:
-        return self._cols["t"][: self._n]
+        return self._store.column("t")
 
     def __getitem__(self, column: str) -> np.ndarray:
-        return self._cols[column][: self._n]
+        return self._store.column(column)
+
+    def snapshot(self) -> SampleTable:
+        """The rows so far, sharing memory with this table; later appends do not show in it."""
+        table = SampleTable(self.name, self.column_names)
+        table._store = self._store.frozen()
+        return table
 
     def where(self, column: str, value: int) -> SampleTable:
         """A new table with the rows whose `column` equals `value` (e.g. one device, one pid)."""
@@ -133,6 +126,7 @@ class RunInfo:
     pid: int | None = None
     ram_total_bytes: int | None = None
     memory_limit_bytes: int | None = None  # cgroup limit, when one is set
+    ram_budget_bytes: int | None = None  # the user's own limit for the run (`--ram-budget`)
     torch_version: str | None = None
     cuda_version: str | None = None
     devices: list[DeviceInfo] = field(default_factory=list)
@@ -218,6 +212,23 @@ class Profile:
         if self.events:
             last = max(last, self.events[-1].t)
         return last
+
+    def snapshot(self) -> Profile:
+        """The profile as it stands, safe to read in another thread while this one grows.
+
+        Cheap: sample columns are shared as views, lists and dicts are copied shallowly.
+        """
+        return Profile(
+            info=copy.copy(self.info),
+            events=list(self.events),
+            tables={name: table.snapshot() for name, table in self.tables.items()},
+            output=list(self.output),
+            children=dict(self.children),
+            warnings=list(self.warnings),
+            names=dict(self.names),
+            complete=self.complete,
+            source=self.source,
+        )
 
     def events_of(self, *types: str) -> Iterator[Event]:
         wanted = set(types)

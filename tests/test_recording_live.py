@@ -31,7 +31,9 @@ def test_the_live_stream_and_the_saved_file_give_the_same_profile(tmp_path: Path
     )
     frames: queue.SimpleQueue[bytes] = queue.SimpleQueue()
     spec = RunSpec(target=str(script), cwd=str(tmp_path), interval_ms=5)
-    recording = Recording(spec, tmp_path / "live.memsight", stdio="capture", new_session=True, live=frames.put)
+    recording = Recording(
+        spec, tmp_path / "live.memsight", stdio="capture", new_session=True, live=frames.put
+    )
     recording.start()
     status = recording.wait()
     assert status.exit_code == 0
@@ -50,7 +52,11 @@ def test_the_live_stream_and_the_saved_file_give_the_same_profile(tmp_path: Path
     for column in ("t", "rss", "rss_peak", "children", "available"):
         assert np.array_equal(live.profile.tables["ram"][column], saved.tables["ram"][column])
     assert [(e.t, e.type) for e in live.profile.events] == [(e.t, e.type) for e in saved.events]
-    assert live.profile.output_text() == saved.output_text() == "".join(f"step {i}\n" for i in range(5))
+    assert (
+        live.profile.output_text()
+        == saved.output_text()
+        == "".join(f"step {i}\n" for i in range(5))
+    )
     assert live.profile.info == saved.info
 
 

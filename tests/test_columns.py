@@ -1,0 +1,42 @@
+"""ColumnStore keeps every appended row, in order, whatever the block sizes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from profiler.columns import MIN_CAPACITY, ColumnStore
+
+
+def _append_counting(store: ColumnStore, rows: int) -> None:
+    start = len(store)
+    values = np.arange(start, start + rows)
+    store.append({"i": values, "f": values * 0.5}, rows)
+
+
+def test_small_appends_across_many_growths_keep_every_row() -> None:
+    store = ColumnStore({"i": np.int64, "f": np.float64})
+    rng = np.random.default_rng(1)
+    while len(store) < 40 * MIN_CAPACITY:
+        _append_counting(store, int(rng.integers(1, 90)))
+        assert store.capacity >= len(store)
+    expected = np.arange(len(store))
+    assert np.array_equal(store.column("i"), expected)
+    assert np.array_equal(store.column("f"), expected * 0.5)
+    assert store.column("i").dtype == np.int64
+
+
+def test_block_larger_than_the_buffer_ahead_then_small_ones() -> None:
+    store = ColumnStore({"i": np.int64, "f": np.float64})
+    _append_counting(store, 700)  # past half capacity: the next buffer is being filled
+    _append_counting(store, 250_000)
+    for _ in range(3000):
+        _append_counting(store, 7)
+    assert np.array_equal(store.column("i"), np.arange(len(store)))
+
+
+def test_scalars_fill_a_column_and_empty_appends_change_nothing() -> None:
+    store = ColumnStore({"i": np.int64, "f": np.float64})
+    store.append({"i": 5, "f": np.arange(3.0)}, 3)
+    store.append({"i": [], "f": []}, 0)
+    assert store.column("i").tolist() == [5, 5, 5]
+    assert len(store) == 3
