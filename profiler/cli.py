@@ -24,7 +24,7 @@ from profiler.launch import DEFAULT_INTERVAL_MS, RunSpec
 from profiler.preflight import MIN_INTERVAL_MS
 from profiler.storage import ProfileError, load_profile
 from profiler.summary import format_text, summarize, to_json
-from profiler.units import format_bytes, format_duration
+from profiler.units import format_bytes, format_duration, parse_bytes
 
 TOP_HELP = """\
 memsight — a memory profiler for PyTorch scripts.
@@ -52,7 +52,7 @@ class UsageError(Exception):
 
 # -- run ------------------------------------------------------------------------------------------
 
-_RUN_VALUE_OPTIONS = {"-o", "--out", "--interval-ms", "--python"}
+_RUN_VALUE_OPTIONS = {"-o", "--out", "--interval-ms", "--python", "--ram-budget"}
 
 
 def _run_parser() -> argparse.ArgumentParser:
@@ -86,6 +86,12 @@ def _run_parser() -> argparse.ArgumentParser:
         "--python",
         metavar="PATH",
         help="interpreter that runs the target (default: the one running memsight)",
+    )
+    parser.add_argument(
+        "--ram-budget",
+        metavar="SIZE",
+        help="RAM the run is meant to fit in, e.g. 6GiB; the report warns when the process "
+        "tree's peak comes within 10%% of it (default: the machine's RAM or cgroup limit)",
     )
     parser.add_argument(
         "--no-hooks",
@@ -150,6 +156,12 @@ def build_spec(
             raise UsageError(f"no such script: {target}")
     if not options.interval_ms >= MIN_INTERVAL_MS:
         raise UsageError(f"--interval-ms must be at least {MIN_INTERVAL_MS:g}")
+    budget = None
+    if options.ram_budget is not None:
+        try:
+            budget = parse_bytes(options.ram_budget)
+        except ValueError as exc:
+            raise UsageError(f"--ram-budget: {exc}") from None
     return RunSpec(
         target=target,
         args=tuple(args),
@@ -158,6 +170,7 @@ def build_spec(
         python=_resolve_python(options.python),
         interval_ms=options.interval_ms,
         hooks=not options.no_hooks,
+        ram_budget_bytes=budget,
     )
 
 
@@ -258,8 +271,17 @@ def _report_saved(path: Path) -> None:
     peak = f", peak RAM {format_bytes(s.ram.bytes)}" if s.ram else ""
     if s.gpu_allocated:
         peak += f", peak GPU allocated {format_bytes(s.gpu_allocated.bytes)}"
+    from profiler.diagnosis import diagnose
+
+    findings = diagnose(profile).findings
+    found = (
+        "no problems found"
+        if not findings
+        else "found: " + ", ".join(f"{f.rule} ({f.severity})" for f in findings)
+    )
     sys.stderr.write(
         f"memsight: saved {path} ({s.samples:,} samples over {format_duration(s.duration_s)}{peak})\n"
+        f"memsight: {found}\n"
         f"memsight: see it with `memsight report {path}` or `memsight {path}`\n"
     )
 
@@ -270,7 +292,10 @@ def _report_saved(path: Path) -> None:
 def _report_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="memsight report",
-        description="Summarize a saved profile: how the run ended, peaks and when they happened, child processes.",
+        description=(
+            "Summarize a saved profile: how the run ended, peaks and when they happened, child "
+            "processes, and the memory problems found in it with the evidence and fixes."
+        ),
     )
     parser.add_argument("profile", metavar="PROFILE", help="a .memsight profile file")
     parser.add_argument(
@@ -288,10 +313,15 @@ def cmd_report(argv: Sequence[str]) -> int:
     except ProfileError as exc:
         sys.stderr.write(f"memsight: error: {exc}\n")
         return 1
+    from profiler.diagnosis import diagnose, finding_to_json
+    from profiler.diagnosis.text import format_findings
+
+    diagnosis = diagnose(profile)
     if options.json:
-        sys.stdout.write(json.dumps(to_json(profile), indent=2) + "\n")
+        findings = [finding_to_json(f) for f in diagnosis.findings]
+        sys.stdout.write(json.dumps(to_json(profile, findings), indent=2) + "\n")
     else:
-        sys.stdout.write(format_text(profile, options.profile))
+        sys.stdout.write(format_text(profile, options.profile) + "\n" + format_findings(diagnosis))
     return 0
 
 

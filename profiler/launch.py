@@ -30,6 +30,7 @@ class RunSpec:
     env: Mapping[str, str] | None = None  # the target's whole environment; None: inherit ours
     interval_ms: float = DEFAULT_INTERVAL_MS
     hooks: bool = True
+    ram_budget_bytes: int | None = None  # what the run is meant to fit in (near-capacity rule)
 
     @property
     def display_name(self) -> str:

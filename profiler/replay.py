@@ -141,6 +141,7 @@ class ProfileBuilder:
         info.ram_total_bytes = _opt_int(obj.get("ram_total_bytes"))
         info.memory_limit_bytes = _opt_int(obj.get("memory_limit_bytes"))
         info.hooks = bool(obj.get("hooks", True))
+        info.ram_budget_bytes = _opt_int(obj.get("ram_budget_bytes"))
         t0 = _opt_int(obj.get("t0_ns"))
         if t0 is not None and self._t0 is None:
             self._t0 = t0

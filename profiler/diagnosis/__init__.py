@@ -1,1 +1,63 @@
-"""Diagnosis rules: Profile -> findings with evidence and fixes (pure functions)."""
+"""Diagnosis: pure rules over a Profile that find memory problems and cite their evidence.
+
+diagnose() runs every rule in rules/ (one module per stable rule id from DESIGN.md) and
+returns the findings, most severe first. Thresholds live in config.DiagnosisConfig; fixes are
+data files in resources/fixes/ (see fixes.py). docs/rules.md describes each rule.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from profiler.diagnosis.config import DEFAULT_CONFIG, DiagnosisConfig
+from profiler.diagnosis.finding import Evidence, Finding
+from profiler.diagnosis.fixes import Fix, get_fix
+from profiler.diagnosis.rules import ALL_RULES
+from profiler.model import Profile
+
+__all__ = [
+    "DEFAULT_CONFIG",
+    "RULE_IDS",
+    "Diagnosis",
+    "DiagnosisConfig",
+    "Evidence",
+    "Finding",
+    "Fix",
+    "diagnose",
+    "finding_to_json",
+    "get_fix",
+]
+
+RULE_IDS: tuple[str, ...] = tuple(rule.RULE_ID for rule in ALL_RULES)
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Diagnosis:
+    findings: list[Finding] = field(default_factory=list)
+    # Rules that failed on this profile (a bug, or data no rule expected): named, not hidden.
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+def diagnose(profile: Profile, config: DiagnosisConfig = DEFAULT_CONFIG) -> Diagnosis:
+    result = Diagnosis()
+    for rule in ALL_RULES:
+        try:
+            result.findings.extend(rule.check(profile, config))
+        except Exception as exc:  # one broken rule must not hide the others' findings
+            log.exception("rule %s failed", rule.RULE_ID)
+            result.failed[rule.RULE_ID] = f"{type(exc).__name__}: {exc}"
+    result.findings.sort(key=lambda f: f.rank)
+    return result
+
+
+def finding_to_json(finding: Finding) -> dict[str, object]:
+    return {
+        "rule": finding.rule,
+        "severity": finding.severity,
+        "title": finding.title,
+        "explanation": finding.explanation,
+        "evidence": finding.evidence.to_json(),
+        "fixes": [get_fix(fix_id).to_json() for fix_id in finding.fixes],
+    }

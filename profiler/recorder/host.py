@@ -37,6 +37,7 @@ def spec_to_json(spec: RunSpec, out_path: str | os.PathLike[str]) -> str:
             "env": dict(spec.env) if spec.env is not None else None,
             "interval_ms": spec.interval_ms,
             "hooks": spec.hooks,
+            "ram_budget_bytes": spec.ram_budget_bytes,
             "out": os.fspath(out_path),
         }
     )
@@ -55,6 +56,9 @@ def spec_from_json(line: str) -> tuple[RunSpec, Path]:
         else None,
         interval_ms=float(data["interval_ms"]),
         hooks=bool(data["hooks"]),
+        ram_budget_bytes=int(data["ram_budget_bytes"])
+        if data.get("ram_budget_bytes") is not None
+        else None,
     )
     return spec, Path(data["out"])
 

@@ -197,6 +197,7 @@ class Recording:
                     "ram_total_bytes": total,
                     "memory_limit_bytes": proctree.memory_limit(),
                     "hooks": spec.hooks,
+                    "ram_budget_bytes": spec.ram_budget_bytes,
                 },
             )
         )

@@ -1,0 +1,45 @@
+"""What each example expects: read from its `# memsight-expect:` / `# memsight-options:` lines.
+
+The test suite (tests/test_examples.py, tests/gpu/) and the examples README use this, so an
+example is described in one place: its own header.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+EXAMPLES = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Example:
+    path: Path
+    expect: frozenset[str]  # rule ids, exactly; empty for clean controls
+    options: tuple[str, ...]  # extra `memsight run` options
+    gpu: bool
+
+    @property
+    def name(self) -> str:
+        return self.path.relative_to(EXAMPLES).as_posix()
+
+
+def read_example(path: Path) -> Example:
+    expect: frozenset[str] | None = None
+    options: tuple[str, ...] = ()
+    for line in path.read_text().splitlines():
+        if line.startswith("# memsight-expect:"):
+            value = line.split(":", 1)[1].strip()
+            ids = [] if value == "none" else [v.strip() for v in value.split(",")]
+            expect = frozenset(ids)
+        elif line.startswith("# memsight-options:"):
+            options = tuple(shlex.split(line.split(":", 1)[1]))
+    if expect is None:
+        raise ValueError(f"{path}: no '# memsight-expect:' line")
+    return Example(path, expect, options, path.parent.name == "gpu")
+
+
+def examples(gpu: bool = False) -> list[Example]:
+    folder = EXAMPLES / "gpu" if gpu else EXAMPLES
+    return [read_example(p) for p in sorted(folder.glob("*.py")) if p.name != "catalog.py"]

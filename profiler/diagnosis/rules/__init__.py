@@ -1,0 +1,31 @@
+"""One module per diagnosis rule, each with RULE_ID and check(profile, config)."""
+
+from __future__ import annotations
+
+from profiler.diagnosis.rules import (
+    activations_dominate,
+    dataloader_worker_growth,
+    dataset_on_device,
+    fragmentation,
+    growth_per_iteration,
+    inference_without_no_grad,
+    missing_zero_grad,
+    near_capacity,
+    no_mixed_precision,
+    non_pytorch_gpu_memory,
+    out_of_memory,
+)
+
+ALL_RULES = (
+    out_of_memory,
+    near_capacity,
+    growth_per_iteration,
+    inference_without_no_grad,
+    missing_zero_grad,
+    activations_dominate,
+    dataset_on_device,
+    fragmentation,
+    dataloader_worker_growth,
+    no_mixed_precision,
+    non_pytorch_gpu_memory,
+)

@@ -1,0 +1,82 @@
+"""fragmentation: reserved but unallocated memory is large, or the allocator retried (warning).
+
+The caching allocator keeps freed blocks reserved for reuse; when the blocks it holds are the
+wrong sizes for new requests it must reserve more (reserved minus allocated grows) or, when the
+device is full, free its cache and retry (num_alloc_retries). Measured at the allocated peak,
+at an OOM (its message reports the reserved-but-unallocated amount) and through the retry
+counter.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from profiler.diagnosis.config import DiagnosisConfig
+from profiler.diagnosis.finding import Evidence, Finding
+from profiler.diagnosis.signals import final_exception, gpu_devices, gpu_rows
+from profiler.model import Profile
+from profiler.units import format_bytes
+
+RULE_ID = "fragmentation"
+EXPLANATION = (
+    "PyTorch's caching allocator held memory it could not use for the requests it got: free "
+    "pieces of reserved blocks too small or split the wrong way. That memory counts against "
+    "the device but holds no tensor. Expandable segments let the allocator grow blocks instead "
+    "of reserving new ones, which removes most of this waste."
+)
+
+
+def check(profile: Profile, config: DiagnosisConfig) -> list[Finding]:
+    out = []
+    exc = final_exception(profile)
+    oom_numbers = exc.get("numbers") if exc is not None and exc.get("oom") == "gpu" else None
+    for device in gpu_devices(profile):
+        rows = gpu_rows(profile, device)
+        if rows is None:
+            continue
+        retries = int(rows["alloc_retries"].max())
+        i = int(np.argmax(rows["allocated"]))
+        allocated, reserved = int(rows["allocated"][i]), int(rows["reserved"][i])
+        gap, at, when = reserved - allocated, "at the allocated peak", float(rows.t[i])
+        if isinstance(oom_numbers, dict) and oom_numbers.get("device", device) == device:
+            unallocated = oom_numbers.get("reserved_unallocated")
+            if isinstance(unallocated, int) and unallocated > gap:
+                gap, at, when = unallocated, "at the out-of-memory error", exc.t if exc else when
+                reserved = int(oom_numbers.get("reserved") or (allocated + gap))
+        large = gap >= max(
+            config.fragmentation_min_bytes, config.fragmentation_min_share * reserved
+        )
+        if not large and retries == 0:
+            continue
+        parts = []
+        if large:
+            parts.append(
+                f"{format_bytes(gap)} reserved but unallocated {at} ({gap / max(reserved, 1):.0%} of reserved)"
+            )
+        if retries:
+            first_retry = float(rows.t[np.argmax(rows["alloc_retries"] > 0)])
+            parts.append(f"the allocator freed its cache and retried {retries} times")
+            when = min(when, first_retry)
+        out.append(
+            Finding(
+                RULE_ID,
+                "warning",
+                f"GPU memory on cuda:{device} is fragmented",
+                EXPLANATION,
+                Evidence(
+                    "; ".join(parts),
+                    when,
+                    float(rows.t[-1]) if retries else when,
+                    "gpu",
+                    None,
+                    {
+                        "device": device,
+                        "reserved_unallocated_bytes": gap,
+                        "reserved_bytes": reserved,
+                        "alloc_retries": retries,
+                    },
+                ),
+                ("allocator-config", "empty-cache", "smaller-batch"),
+            )
+        )
+    return out

@@ -1,0 +1,178 @@
+"""out-of-memory: the run ended in an OOM (critical).
+
+Sources, first that applies: the error that ended the script is an OOM (torch's CUDA
+OutOfMemoryError, a CPU allocator failure, MemoryError); or the process died of SIGKILL while
+the process tree was near its RAM limit, which is how the kernel's OOM killer ends a run.
+"""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+import numpy as np
+
+from profiler.diagnosis.config import DiagnosisConfig
+from profiler.diagnosis.finding import Evidence, Finding
+from profiler.diagnosis.signals import final_exception, ram_capacity, step_at, tree_ram
+from profiler.model import Profile
+from profiler.units import format_bytes
+
+RULE_ID = "out-of-memory"
+EXPLANATION = (
+    "The program asked for more memory than was left, and the run ended there. What was live "
+    "at that moment (parameters, gradients, optimizer state, activations of the step in "
+    "progress, cached blocks) did not fit; the evidence says where in the loop it happened and "
+    "how much was asked for. Fixes that shrink the step's peak come first."
+)
+
+
+def oom_kind(profile: Profile, config: DiagnosisConfig) -> str | None:
+    """'gpu', 'cpu', 'python' or 'killed' when the run ended in an OOM, else None."""
+    exc = final_exception(profile)
+    if exc is not None and exc.get("oom"):
+        return str(exc.get("oom"))
+    if _killed_near_limit(profile, config) is not None:
+        return "killed"
+    return None
+
+
+def _killed_near_limit(profile: Profile, config: DiagnosisConfig) -> tuple[float, int] | None:
+    if profile.info.signal != signal.SIGKILL:
+        return None
+    capacity = ram_capacity(profile)
+    tree = tree_ram(profile)
+    if capacity is None or tree is None:
+        return None
+    t, used = tree
+    end = float(t[-1])
+    recent = t >= end - config.oom_kill_window_s
+    peak = int(used[recent].max())
+    ram = profile.ram
+    assert ram is not None
+    available = ram["available"][recent]
+    total = profile.info.ram_total_bytes or 0
+    near = peak >= config.oom_kill_fraction * capacity.bytes or (
+        total > 0
+        and len(available)
+        and int(available.min()) <= (1 - config.oom_kill_fraction) * total
+    )
+    return (end, peak) if near else None
+
+
+def check(profile: Profile, config: DiagnosisConfig) -> list[Finding]:
+    exc = final_exception(profile)
+    if exc is not None and exc.get("oom"):
+        return [_from_exception(profile, exc.t, exc.data)]
+    killed = _killed_near_limit(profile, config)
+    if killed is not None:
+        return [_from_kill(profile, *killed)]
+    return []
+
+
+def _where(data: dict[str, Any]) -> str:
+    phase = data.get("phase")
+    iteration = data.get("iteration")
+    parts = []
+    if phase:
+        parts.append(f"in {phase}")
+    if isinstance(iteration, int):
+        parts.append(f"after {iteration} optimizer steps" if iteration else "before the first step")
+    return " ".join(parts)
+
+
+def _from_exception(profile: Profile, t: float, data: dict[str, Any]) -> Finding:
+    kind = data.get("oom")
+    numbers = data.get("numbers") if isinstance(data.get("numbers"), dict) else {}
+    assert isinstance(numbers, dict)
+    facts: dict[str, Any] = {
+        "exception": data.get("exc_type"),
+        "phase": data.get("phase"),
+        "iteration": data.get("iteration"),
+    }
+    for key in ("requested", "free", "total", "allocated", "reserved_unallocated"):
+        if isinstance(numbers.get(key), int):
+            facts[f"{key}_bytes"] = numbers[key]
+    where = _where(data)
+    if kind == "gpu":
+        title = "CUDA ran out of memory" + (f" {where}" if where else "")
+        text = _gpu_text(numbers) or str(data.get("message", ""))[:200]
+        fixes: tuple[str, ...] = (
+            "smaller-batch",
+            "mixed-precision",
+            "activation-checkpointing",
+            "gradient-accumulation",
+            "allocator-config",
+        )
+        unallocated = numbers.get("reserved_unallocated")
+        if isinstance(unallocated, int) and unallocated >= 512 * 1024**2:
+            fixes = ("allocator-config", *[f for f in fixes if f != "allocator-config"])
+        plot = "gpu"
+    else:
+        title = "The run ran out of RAM" + (f" {where}" if where else "")
+        exc_type = str(data.get("exc_type") or "error").removeprefix("builtins.")
+        requested = numbers.get("requested")
+        text = (
+            f"{exc_type}: the allocator could not provide {format_bytes(requested)}"
+            if isinstance(requested, int)
+            else f"{exc_type}: {str(data.get('message', ''))[:160]}"
+        )
+        fixes = ("smaller-batch", "del-and-scope", "dataloader-worker-memory")
+        plot = "ram"
+    steps = profile.steps
+    start = t
+    iterations = None
+    done = step_at(profile, t)
+    if steps is not None and done:
+        start = float(steps["end"][done - 1])
+        iterations = (done, done + 1)
+    return Finding(
+        rule=RULE_ID,
+        severity="critical",
+        title=title,
+        explanation=EXPLANATION,
+        evidence=Evidence(text, start, t, plot, iterations, facts),  # type: ignore[arg-type]
+        fixes=fixes,
+    )
+
+
+def _gpu_text(numbers: dict[str, Any]) -> str:
+    parts = []
+    if isinstance(numbers.get("requested"), int):
+        parts.append(f"asked for {format_bytes(numbers['requested'])}")
+    if isinstance(numbers.get("free"), int) and isinstance(numbers.get("total"), int):
+        parts.append(f"{format_bytes(numbers['free'])} free of {format_bytes(numbers['total'])}")
+    if isinstance(numbers.get("allocated"), int):
+        parts.append(f"PyTorch had {format_bytes(numbers['allocated'])} allocated")
+    if isinstance(numbers.get("reserved_unallocated"), int):
+        parts.append(f"{format_bytes(numbers['reserved_unallocated'])} reserved but unallocated")
+    return "; ".join(parts)
+
+
+def _from_kill(profile: Profile, end: float, peak: int) -> Finding:
+    capacity = ram_capacity(profile)
+    assert capacity is not None
+    tree = tree_ram(profile)
+    assert tree is not None
+    t, used = tree
+    high = np.flatnonzero(used >= 0.5 * peak)
+    start = float(t[high[0]]) if len(high) else end
+    text = (
+        f"killed by SIGKILL with the process tree at {format_bytes(peak)}, "
+        f"{peak / capacity.bytes:.0%} of {capacity.label} ({format_bytes(capacity.bytes)})"
+    )
+    return Finding(
+        rule=RULE_ID,
+        severity="critical",
+        title="The run was killed while RAM was nearly full (the OOM killer's way)",
+        explanation=EXPLANATION,
+        evidence=Evidence(
+            text,
+            start,
+            end,
+            "ram",
+            None,
+            {"peak_bytes": peak, "capacity_bytes": capacity.bytes, "signal": 9},
+        ),
+        fixes=("smaller-batch", "del-and-scope", "dataloader-worker-memory"),
+    )

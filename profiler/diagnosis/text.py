@@ -1,0 +1,60 @@
+"""Findings as plain text for `memsight report`: what is wrong, the evidence, how to fix it."""
+
+from __future__ import annotations
+
+import textwrap
+
+from profiler.diagnosis import Diagnosis, Finding, get_fix
+from profiler.units import format_duration
+
+WIDTH = 96
+INDENT = "    "
+
+
+def _wrap(text: str, indent: str) -> list[str]:
+    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent)
+
+
+def _where(finding: Finding) -> str:
+    e = finding.evidence
+    span = format_duration(e.start_s)
+    if e.end_s - e.start_s >= 0.01:
+        span += f" to {format_duration(e.end_s)}"
+    if e.iterations:
+        first, last = e.iterations
+        span += f", iteration {first}" if first == last else f", iterations {first} to {last}"
+    return span
+
+
+def format_finding(finding: Finding, number: int, snippets: bool = True) -> list[str]:
+    lines = [f"{number}. [{finding.severity.upper()}] {finding.title}  ({finding.rule})"]
+    lines += _wrap(f"Evidence: {finding.evidence.text} (at {_where(finding)})", INDENT)
+    lines += _wrap(f"Why: {finding.explanation}", INDENT)
+    lines.append(f"{INDENT}Fixes, most likely to help first:")
+    for rank, fix_id in enumerate(finding.fixes, 1):
+        fix = get_fix(fix_id)
+        lines += _wrap(f"{rank}) {fix.title}: {fix.summary}", INDENT + "  ")
+        if snippets and rank == 1:
+            lines.append("")
+            lines += [f"{INDENT}      {code}".rstrip() for code in fix.after.splitlines()]
+            lines.append("")
+        lines.append(f"{INDENT}     {fix.docs[0].url}")
+    return lines
+
+
+def format_findings(diagnosis: Diagnosis) -> str:
+    findings = diagnosis.findings
+    if findings:
+        counts = ", ".join(
+            f"{n} {sev}"
+            for sev in ("critical", "warning", "info")
+            if (n := sum(f.severity == sev for f in findings))
+        )
+        lines = [f"Findings ({counts})", ""]
+        for i, finding in enumerate(findings, 1):
+            lines += [*format_finding(finding, i), ""]
+    else:
+        lines = ["Findings", "  No problems found: none of the rules matched this run.", ""]
+    for rule, error in diagnosis.failed.items():
+        lines.append(f"  (rule {rule} could not run on this profile: {error})")
+    return "\n".join(lines).rstrip() + "\n"

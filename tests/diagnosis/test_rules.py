@@ -1,0 +1,480 @@
+"""Each rule fires on its pattern and stays silent on the look-alikes (synthetic profiles)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from profiler import protocol
+from profiler.diagnosis import DEFAULT_CONFIG, diagnose
+from profiler.diagnosis.rules import (
+    activations_dominate,
+    dataloader_worker_growth,
+    dataset_on_device,
+    fragmentation,
+    growth_per_iteration,
+    inference_without_no_grad,
+    missing_zero_grad,
+    near_capacity,
+    no_mixed_precision,
+    non_pytorch_gpu_memory,
+    out_of_memory,
+)
+from profiler.model import Event, Profile, SampleTable
+from tests.diagnosis.synthetic import GiB, MiB, profile, ram, steps, table
+
+BASE = 800 * MiB
+rng = np.random.default_rng(7)
+
+
+def noise(n: int, scale: float = 2 * MiB) -> np.ndarray:
+    return rng.normal(0, scale, n)
+
+
+# growth-per-iteration ---------------------------------------------------------------------
+
+
+def test_growth_fires_with_rate_span_and_fit() -> None:
+    levels = BASE + 3 * MiB * np.arange(240) + noise(240)
+    [finding] = growth_per_iteration.check(profile(steps(levels)), DEFAULT_CONFIG)
+    assert finding.severity == "warning"
+    numbers = finding.evidence.numbers
+    assert numbers["bytes_per_iteration"] == pytest.approx(3 * MiB, rel=0.05)
+    assert numbers["r2"] > 0.95
+    first, last = finding.evidence.iterations or (0, 0)
+    assert first > 1 and last == 240  # warm-up steps are not part of the evidence
+    assert "per iteration over" in finding.evidence.text
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        "flat",
+        "warmup_then_flat",  # allocator and caches warm up over the first steps
+        "cache_fills_once",  # climbs for the first half, then a plateau
+        "small_creep",  # a few MiB over the whole run: below the size threshold
+        "sawtooth",  # grows within each epoch, released at the epoch's end
+    ],
+)
+def test_growth_is_silent_on_look_alikes(shape: str) -> None:
+    i = np.arange(300, dtype=np.float64)
+    levels = {
+        "flat": BASE + noise(300),
+        "warmup_then_flat": BASE + 400 * MiB * (1 - np.exp(-i / 6)) + noise(300),
+        "cache_fills_once": BASE + 2 * MiB * np.minimum(i, 150) + noise(300),
+        "small_creep": BASE + 0.05 * MiB * i + noise(300, 0.2 * MiB),
+        "sawtooth": BASE + 4 * MiB * (i % 50) + noise(300),
+    }[shape]
+    assert growth_per_iteration.check(profile(steps(levels)), DEFAULT_CONFIG) == []
+
+
+def test_growth_on_the_gpu_is_reported_for_that_device() -> None:
+    n = 100
+    flat_rss = BASE + noise(n)
+    allocated = 2 * GiB + 8 * MiB * np.arange(n)
+    p = profile(steps(flat_rss, device=0, allocated=allocated))
+    [finding] = growth_per_iteration.check(p, DEFAULT_CONFIG)
+    assert finding.evidence.plot == "gpu" and finding.evidence.numbers["device"] == 0
+
+
+def test_growth_needs_enough_iterations() -> None:
+    levels = BASE + 50 * MiB * np.arange(10)
+    assert growth_per_iteration.check(profile(steps(levels)), DEFAULT_CONFIG) == []
+
+
+# missing-zero-grad ------------------------------------------------------------------------
+
+
+def _cleared(pattern: list[int], repeat: int) -> np.ndarray:
+    return np.array((pattern * repeat)[: len(pattern) * repeat])
+
+
+def test_missing_zero_grad_fires_on_a_long_uncleared_run() -> None:
+    cleared = np.full(50, protocol.CLEARED_NONE)
+    cleared[0] = protocol.CLEARED_FIRST_STEP
+    [finding] = missing_zero_grad.check(
+        profile(steps(np.full(50, BASE), cleared=cleared)), DEFAULT_CONFIG
+    )
+    assert finding.evidence.iterations == (2, 50)
+    assert finding.fixes[0] == "zero-grad-set-to-none"
+
+
+def test_missing_zero_grad_fires_on_a_short_run_that_never_clears() -> None:
+    cleared = [protocol.CLEARED_FIRST_STEP] + [protocol.CLEARED_NONE] * 4
+    assert missing_zero_grad.check(
+        profile(steps(np.full(5, BASE), cleared=cleared)), DEFAULT_CONFIG
+    )
+
+
+@pytest.mark.parametrize(
+    "cleared",
+    [
+        [protocol.CLEARED_ZERO_GRAD] * 60,  # zero_grad every step
+        [protocol.CLEARED_GRAD_REPLACED] * 60,  # set_to_none / grads replaced
+        # periodic clearing: a step every micro-batch, zero_grad every fourth
+        _cleared([protocol.CLEARED_ZERO_GRAD] + [protocol.CLEARED_NONE] * 3, 15).tolist(),
+    ],
+    ids=["zero_grad", "replaced", "periodic"],
+)
+def test_missing_zero_grad_silent_when_gradients_are_cleared(cleared: list[int]) -> None:
+    p = profile(steps(np.full(len(cleared), BASE), cleared=cleared))
+    assert missing_zero_grad.check(p, DEFAULT_CONFIG) == []
+
+
+# inference-without-no-grad ----------------------------------------------------------------
+
+TRAIN = protocol.FLAG_TRAINING | protocol.FLAG_GRAD | protocol.FLAG_REQUIRES_GRAD
+EVAL_WITH_GRAD = protocol.FLAG_GRAD | protocol.FLAG_REQUIRES_GRAD
+EVAL_NO_GRAD = 0
+
+
+def spans(forwards: list[tuple[int, int]], linked: list[int], start: float = 1.0) -> SampleTable:
+    """forwards: (flags, module id) per forward, 0.1 s apart; linked: forward ids (1-based)
+    that a backward went through, each getting a backward row and a link row."""
+    rows = [
+        (start + 0.1 * i, protocol.SPAN_FORWARD, i + 1, module, flags)
+        for i, (flags, module) in enumerate(forwards)
+    ]
+    for fid in linked:
+        t = start + 0.1 * (fid - 1) + 0.05
+        rows += [(t, protocol.SPAN_BACKWARD, fid, 0, 0), (t, protocol.SPAN_LINK, fid, 0, 0)]
+    rows.sort(key=lambda row: row[0])
+    t, kind, ids, module, flags = (np.array(column) for column in zip(*rows, strict=False))
+    return table("spans", t, end=t + 0.01, kind=kind, id=ids, module=module, flags=flags, depth=0)
+
+
+def test_eval_with_grad_and_no_backward_fires() -> None:
+    forwards = [(TRAIN, 1)] * 20 + [(EVAL_WITH_GRAD, 1)] * 10
+    p = profile(spans(forwards, linked=list(range(1, 21))))
+    p.names[1] = "TinyNet"
+    [finding] = inference_without_no_grad.check(p, DEFAULT_CONFIG)
+    assert finding.evidence.numbers["forwards"] == 10
+    assert "TinyNet" in finding.evidence.text and "eval mode" in finding.evidence.text
+
+
+def test_pure_inference_script_with_grad_on_fires() -> None:
+    p = profile(spans([(EVAL_WITH_GRAD, 1)] * 8, linked=[]))
+    assert inference_without_no_grad.check(p, DEFAULT_CONFIG)
+
+
+@pytest.mark.parametrize(
+    "forwards, linked",
+    [
+        ([(TRAIN, 1)] * 20 + [(EVAL_NO_GRAD, 1)] * 10, list(range(1, 21))),  # eval under no_grad
+        # a frozen teacher: grad on, but its outputs do not require grad
+        ([(TRAIN, 1), (protocol.FLAG_GRAD, 2)] * 10, list(range(1, 21, 2))),
+        # a model whose backward the hook never sees (loss from another output), train mode
+        ([(TRAIN, 1), (TRAIN, 2)] * 10, list(range(1, 21, 2))),
+        ([(EVAL_WITH_GRAD, 1)] * 2, []),  # too few to matter
+    ],
+    ids=["no_grad_eval", "frozen_teacher", "unseen_backward", "two_forwards"],
+)
+def test_inference_rule_silent_on_legitimate_forwards(
+    forwards: list[tuple[int, int]], linked: list[int]
+) -> None:
+    assert inference_without_no_grad.check(profile(spans(forwards, linked)), DEFAULT_CONFIG) == []
+
+
+# out-of-memory and near-capacity ----------------------------------------------------------
+
+
+def oom_event(kind: str, t: float = 5.0, **numbers: int) -> Event:
+    return Event(
+        t,
+        "exception",
+        {
+            "exc_type": "torch.OutOfMemoryError" if kind == "gpu" else "RuntimeError",
+            "message": "CUDA out of memory."
+            if kind == "gpu"
+            else "DefaultCPUAllocator: can't allocate memory",
+            "uncaught": True,
+            "oom": kind,
+            "phase": "backward",
+            "iteration": 12,
+            "numbers": numbers,
+        },
+    )
+
+
+def test_gpu_oom_is_critical_with_the_numbers_from_the_message() -> None:
+    event = oom_event(
+        "gpu",
+        requested=2 * GiB,
+        free=GiB,
+        total=80 * GiB,
+        allocated=70 * GiB,
+        reserved_unallocated=100 * MiB,
+    )
+    p = profile(ram(6, BASE), steps(np.full(20, BASE)), events=[event], exit_code=1)
+    [finding] = out_of_memory.check(p, DEFAULT_CONFIG)
+    assert finding.severity == "critical"
+    assert "in backward after 12 optimizer steps" in finding.title
+    assert "asked for 2.00 GiB" in finding.evidence.text
+    assert finding.evidence.numbers["requested_bytes"] == 2 * GiB
+    assert finding.fixes[0] == "smaller-batch"
+
+
+def test_gpu_oom_with_much_reserved_but_unallocated_puts_the_allocator_fix_first() -> None:
+    event = oom_event("gpu", requested=GiB, reserved_unallocated=6 * GiB)
+    [finding] = out_of_memory.check(profile(events=[event]), DEFAULT_CONFIG)
+    assert finding.fixes[0] == "allocator-config"
+
+
+def test_caught_oom_that_did_not_end_the_run_is_not_out_of_memory() -> None:
+    event = oom_event("gpu")
+    event.data["uncaught"] = False
+    assert out_of_memory.check(profile(events=[event], exit_code=0), DEFAULT_CONFIG) == []
+
+
+def test_sigkill_near_the_limit_reads_as_the_oom_killer() -> None:
+    total = 8 * GiB
+    rising = ram(10, lambda t: (0.5 + 0.045 * t) * total)
+    p = profile(rising, ram_total=total, signal=9)
+    [finding] = out_of_memory.check(p, DEFAULT_CONFIG)
+    assert "killed" in finding.title
+    assert near_capacity.check(p, DEFAULT_CONFIG) == []  # the OOM says it already
+
+
+def test_sigkill_with_memory_to_spare_is_not_an_oom() -> None:
+    p = profile(ram(10, 2 * GiB), ram_total=16 * GiB, signal=9)
+    assert out_of_memory.check(p, DEFAULT_CONFIG) == []
+
+
+def test_near_capacity_against_the_run_budget() -> None:
+    p = profile(ram(5, lambda t: BASE + 100 * MiB * t), ram_budget_bytes=1300 * MiB)
+    [finding] = near_capacity.check(p, DEFAULT_CONFIG)
+    assert finding.evidence.plot == "ram" and "budget" in finding.title
+    assert finding.evidence.numbers["share"] >= 0.9
+    assert finding.evidence.start_s == pytest.approx((0.9 * 1300 - 800) / 100, abs=0.02)
+
+
+def test_near_capacity_on_a_gpu_uses_device_used_memory() -> None:
+    t = np.arange(0, 5, 0.1)
+    gpu = table(
+        "gpu",
+        t,
+        device=0,
+        allocated=60 * GiB,
+        allocated_peak=60 * GiB,
+        reserved=70 * GiB,
+        reserved_peak=70 * GiB,
+        alloc_retries=0,
+    )
+    nvml = table("nvml", t, device=0, used=np.where(t > 3, 75 * GiB, 71 * GiB), total=80 * GiB)
+    [finding] = near_capacity.check(profile(gpu, nvml, devices=[(0, 80 * GiB)]), DEFAULT_CONFIG)
+    assert finding.evidence.plot == "gpu" and finding.evidence.start_s > 3
+
+
+def test_near_capacity_silent_with_room_to_spare() -> None:
+    t = np.arange(0, 5, 0.1)
+    gpu = table(
+        "gpu",
+        t,
+        device=0,
+        allocated=30 * GiB,
+        allocated_peak=30 * GiB,
+        reserved=40 * GiB,
+        reserved_peak=40 * GiB,
+    )
+    p = profile(ram(5, 4 * GiB), gpu, devices=[(0, 80 * GiB)])
+    assert near_capacity.check(p, DEFAULT_CONFIG) == []
+
+
+# activations-dominate / no-mixed-precision / dataset-on-device / fragmentation -------------
+
+
+def gpu_training(
+    *,
+    before: float,
+    peak: float,
+    params: float = 1 * GiB,
+    autocast: bool = False,
+    lowest_after: float | None = None,
+    retries: int = 0,
+    reserved_extra: float = 512 * MiB,
+) -> Profile:
+    t = np.arange(0, 10, 0.05)
+    training = t >= 2.0
+    allocated = np.where(
+        training,
+        np.where((t * 10).astype(int) % 5 == 0, peak, lowest_after or before + params),
+        before,
+    )
+    gpu = table(
+        "gpu",
+        t,
+        device=0,
+        allocated=allocated,
+        allocated_peak=allocated,
+        reserved=allocated + reserved_extra,
+        reserved_peak=allocated + reserved_extra,
+        alloc_retries=np.where(t > 6, retries, 0),
+    )
+    flags = TRAIN | (protocol.FLAG_AUTOCAST_CUDA if autocast else 0)
+    n = 60
+    st = steps(
+        np.full(n, BASE),
+        start=2.05,
+        dt=0.13,
+        device=0,
+        allocated=before + params,
+        params_gpu=int(params),
+        grads_gpu=int(params),
+        state_gpu=int(2 * params),
+        params_cpu=0,
+        grads_cpu=0,
+        state_cpu=0,
+    )
+    sp = spans([(flags, 1)] * n, linked=list(range(1, n + 1)), start=2.0)
+    return profile(gpu, st, sp, devices=[(0, 80 * GiB)])
+
+
+def test_activations_dominate_and_no_mixed_precision_fire_together() -> None:
+    p = gpu_training(before=1 * GiB, peak=30 * GiB)
+    [act] = activations_dominate.check(p, DEFAULT_CONFIG)
+    assert act.severity == "info" and act.evidence.plot == "gpu"
+    assert act.evidence.numbers["activation_bytes"] == 30 * GiB - 1 * GiB - 3 * GiB
+    [amp] = no_mixed_precision.check(p, DEFAULT_CONFIG)
+    assert amp.fixes == ("mixed-precision",)
+
+
+def test_no_mixed_precision_silent_under_autocast_and_when_the_model_dominates() -> None:
+    assert (
+        no_mixed_precision.check(
+            gpu_training(before=GiB, peak=30 * GiB, autocast=True), DEFAULT_CONFIG
+        )
+        == []
+    )
+    small = gpu_training(before=GiB, peak=6 * GiB)  # 2 GiB of activations vs 4 GiB of state
+    assert activations_dominate.check(small, DEFAULT_CONFIG) == []
+    assert no_mixed_precision.check(small, DEFAULT_CONFIG) == []
+
+
+def test_dataset_on_device_fires_when_data_stays_all_run() -> None:
+    p = gpu_training(before=10 * GiB, peak=20 * GiB)  # 9 GiB beyond the 1 GiB of parameters
+    [finding] = dataset_on_device.check(p, DEFAULT_CONFIG)
+    assert finding.evidence.numbers["extra_bytes"] == 9 * GiB
+    assert finding.fixes == ("dataset-on-cpu-pinned",)
+
+
+def test_dataset_on_device_silent_when_only_parameters_were_there_or_it_was_freed() -> None:
+    assert dataset_on_device.check(gpu_training(before=GiB, peak=20 * GiB), DEFAULT_CONFIG) == []
+    freed = gpu_training(before=10 * GiB, peak=20 * GiB, lowest_after=2 * GiB)
+    assert dataset_on_device.check(freed, DEFAULT_CONFIG) == []
+
+
+def test_fragmentation_from_retries_and_from_the_gap_at_the_peak() -> None:
+    [by_retries] = fragmentation.check(
+        gpu_training(before=GiB, peak=20 * GiB, retries=3), DEFAULT_CONFIG
+    )
+    assert by_retries.evidence.numbers["alloc_retries"] == 3
+    [by_gap] = fragmentation.check(
+        gpu_training(before=GiB, peak=20 * GiB, reserved_extra=9 * GiB), DEFAULT_CONFIG
+    )
+    assert by_gap.evidence.numbers["reserved_unallocated_bytes"] == 9 * GiB
+    assert fragmentation.check(gpu_training(before=GiB, peak=20 * GiB), DEFAULT_CONFIG) == []
+
+
+def test_activations_on_the_cpu_use_rss() -> None:
+    t = np.arange(0, 10, 0.01)
+    rss = np.where(
+        t < 2, BASE, np.where((t * 10).astype(int) % 3 == 0, BASE + 2 * GiB, BASE + 60 * MiB)
+    )
+    st = steps(
+        np.full(40, BASE),
+        start=2.05,
+        dt=0.2,
+        params_cpu=20 * MiB,
+        grads_cpu=20 * MiB,
+        state_cpu=40 * MiB,
+        params_gpu=0,
+        grads_gpu=0,
+        state_gpu=0,
+    )
+    sp = spans([(TRAIN, 1)] * 40, linked=list(range(1, 41)), start=2.0)
+    [finding] = activations_dominate.check(profile(ram(10, rss), st, sp), DEFAULT_CONFIG)
+    assert finding.evidence.plot == "ram"
+
+
+# dataloader-worker-growth -----------------------------------------------------------------
+
+
+def workers(growth_per_s: float, count: int = 2) -> SampleTable:
+    t = np.arange(0.5, 20, 0.5)
+    tables = []
+    for pid in range(100, 100 + count):
+        tables.append(
+            (np.full(len(t), pid), t, 30 * MiB + growth_per_s * (t - 0.5) + noise(len(t), MiB))
+        )
+    pids = np.concatenate([p for p, _, _ in tables])
+    ts = np.concatenate([x for _, x, _ in tables])
+    uss = np.concatenate([u for _, _, u in tables])
+    order = np.argsort(ts, kind="stable")
+    return table(
+        "children", ts[order], pid=pids[order], uss=uss[order], rss=uss[order], pss=uss[order]
+    )
+
+
+def test_worker_growth_fires_per_worker() -> None:
+    [finding] = dataloader_worker_growth.check(profile(workers(15 * MiB, count=3)), DEFAULT_CONFIG)
+    assert finding.evidence.numbers["workers"] == 3
+    assert finding.evidence.numbers["mean_growth_bytes"] == pytest.approx(15 * MiB * 18.5, rel=0.1)
+
+
+def test_worker_growth_silent_on_steady_workers() -> None:
+    assert dataloader_worker_growth.check(profile(workers(0.2 * MiB)), DEFAULT_CONFIG) == []
+
+
+# non-pytorch-gpu-memory -------------------------------------------------------------------
+
+
+def test_other_processes_on_the_gpu() -> None:
+    t = np.arange(0, 5, 0.1)
+    gpu = table(
+        "gpu",
+        t,
+        device=0,
+        allocated=10 * GiB,
+        reserved=12 * GiB,
+        allocated_peak=10 * GiB,
+        reserved_peak=12 * GiB,
+    )
+    nvml = table(
+        "nvml", t, device=0, used=40 * GiB, total=80 * GiB, process_used=12 * GiB + 500 * MiB
+    )
+    [finding] = non_pytorch_gpu_memory.check(
+        profile(gpu, nvml, devices=[(0, 80 * GiB)]), DEFAULT_CONFIG
+    )
+    assert finding.evidence.numbers["other_processes_bytes"] == 40 * GiB - 12 * GiB - 500 * MiB
+    # the CUDA context alone is normal
+    quiet = table(
+        "nvml",
+        t,
+        device=0,
+        used=12 * GiB + 500 * MiB,
+        total=80 * GiB,
+        process_used=12 * GiB + 500 * MiB,
+    )
+    assert (
+        non_pytorch_gpu_memory.check(profile(gpu, quiet, devices=[(0, 80 * GiB)]), DEFAULT_CONFIG)
+        == []
+    )
+
+
+# all rules together ---------------------------------------------------------------------
+
+
+def test_diagnose_orders_by_severity_and_a_broken_rule_is_named_not_fatal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    levels = BASE + 3 * MiB * np.arange(240)
+    event = oom_event("cpu", t=30.0)
+    p = profile(ram(30, BASE), steps(levels), events=[event], exit_code=1)
+
+    def broken(profile: object, config: object) -> list[object]:
+        raise ZeroDivisionError("boom")
+
+    monkeypatch.setattr(fragmentation, "check", broken)
+    result = diagnose(p)
+    assert [f.rule for f in result.findings] == ["out-of-memory", "growth-per-iteration"]
+    assert result.failed == {"fragmentation": "ZeroDivisionError: boom"}
