@@ -23,14 +23,17 @@ from PySide6.QtWidgets import (
 import profiler
 from app.console import ConsoleView
 from app.controller import RunController
+from app.findings import BackgroundDiagnosis, FindingsPanel
 from app.runsetup import RunSetupPanel
 from app.settings import AppSettings
 from app.timeline import TimelineView
+from profiler.diagnosis import Finding
 from profiler.model import Profile
 from profiler.recorder.session import ExitStatus, default_profile_name
 from profiler.storage import SUFFIX, ProfileError, load_profile
 from profiler.units import format_bytes, format_duration
 
+DIAGNOSE_EVERY_S = 2.0  # findings follow a live run at this pace, not every frame
 REFRESH_MS = 33  # ≤ 30 Hz: the model is redrawn on this timer, never per sample
 PROFILE_FILTER = f"memsight profiles (*{SUFFIX});;All files (*)"
 
@@ -69,6 +72,14 @@ class MainWindow(QMainWindow):
         self.console_dock = self._dock(
             "Console", self.console, Qt.DockWidgetArea.BottomDockWidgetArea
         )
+        self.findings = FindingsPanel()
+        self.findings_dock = self._dock(
+            "Findings", self.findings, Qt.DockWidgetArea.RightDockWidgetArea
+        )
+        self.findings.findingSelected.connect(self._on_finding)
+        self.diagnosis = BackgroundDiagnosis(self)
+        self.diagnosis.ready.connect(self.findings.set_diagnosis)
+        self._diagnosed_at = 0.0
         for python in self.settings.pythons:
             self.setup_panel.add_python(python)
 
@@ -100,6 +111,7 @@ class MainWindow(QMainWindow):
             self.restoreGeometry(geometry)
         else:
             self.resize(1280, 820)
+            self.resizeDocks([self.findings_dock], [380], Qt.Orientation.Horizontal)
         state = self.store.value("window_state")
         if state is not None:
             self.restoreState(state)
@@ -201,6 +213,9 @@ class MainWindow(QMainWindow):
         self.profile_path = path
         self.timeline.set_profile(profile, running=running)
         self.console.set_profile(profile)
+        self.findings.clear()
+        self.diagnosis.forget()
+        self._diagnose(final=not running)
         self.save_action.setEnabled(not running)
         self._update_status()
         self.setWindowTitle(f"memsight — {profile.info.target or path.name}")
@@ -314,6 +329,10 @@ class MainWindow(QMainWindow):
             self.console.refresh()
         if result.finished is not None:
             self._finished(result.finished, controller)
+        elif (
+            time.monotonic() - self._diagnosed_at >= DIAGNOSE_EVERY_S and not self.diagnosis.busy
+        ):
+            self._diagnose(final=False)
         self._update_status()
         self.frame_ms.append((time.perf_counter() - started) * 1000)
 
@@ -327,6 +346,20 @@ class MainWindow(QMainWindow):
         if controller.error:
             self.show_error("The recording failed", controller.error)
         self.console.refresh()
+        self._diagnose(final=True)
+
+    def _diagnose(self, final: bool) -> None:
+        """Run the rules over the profile as it stands (throttled while a run goes on)."""
+        self._diagnosed_at = time.monotonic()
+        if self.profile is not None:
+            self.diagnosis.request(self.profile, final)
+
+    def _on_finding(self, finding: Finding | None) -> None:
+        if finding is None:
+            self.timeline.clear_highlight()
+            return
+        evidence = finding.evidence
+        self.timeline.highlight(evidence.start_s, evidence.end_s, evidence.plot)
 
     def _peak(self, name: str, values: np.ndarray) -> int:
         """Running maximum of a growing column: each status update looks only at new rows."""
@@ -415,6 +448,7 @@ class MainWindow(QMainWindow):
                 event.ignore()
                 return
             self.controller.kill()
+        self.diagnosis.shutdown()
         self.store.setValue("geometry", self.saveGeometry())
         self.store.setValue("window_state", self.saveState())
         self.settings.save(self.store)

@@ -17,6 +17,7 @@ from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from profiler import protocol
+from profiler.columns import ColumnStore
 from profiler.model import Profile
 from profiler.units import format_bytes
 
@@ -93,14 +94,24 @@ class _Series:
 
     def __init__(self, item: pg.PlotDataItem) -> None:
         self.item = item
-        self.x = np.empty(0)
-        self.y = np.empty(0)
-        self.n = 0
+        self._points = ColumnStore({"x": np.float64, "y": np.float64})
         self.source_rows = 0  # rows of the source table already taken in
         self.levels: list[tuple[int, np.ndarray, np.ndarray]] = []
 
+    @property
+    def n(self) -> int:
+        return len(self._points)
+
+    @property
+    def x(self) -> np.ndarray:
+        return self._points.column("x")
+
+    @property
+    def y(self) -> np.ndarray:
+        return self._points.column("y")
+
     def reset(self) -> None:
-        self.n = 0
+        self._points = ColumnStore({"x": np.float64, "y": np.float64})
         self.source_rows = 0
         self.levels = []
         self.item.setData([], [])
@@ -113,7 +124,7 @@ class _Series:
         the length of the run.
         """
         self.levels = []
-        x, y = self.x[: self.n], self.y[: self.n]
+        x, y = self.x, self.y
         factor = LEVEL_FACTOR
         lows, highs = y, y
         while self.n // factor >= MIN_LEVEL_POINTS:
@@ -128,7 +139,7 @@ class _Series:
         """Draw the level that gives about two points per pixel between low and high."""
         if not self.levels:
             return
-        x = self.x[: self.n]
+        x = self.x
         first = max(0, int(np.searchsorted(x, low)) - 1)
         last = min(self.n, int(np.searchsorted(x, high)) + 1)
         wanted = max(1, (last - first) // max(pixels, 1))
@@ -137,7 +148,7 @@ class _Series:
             if candidate[0] <= wanted:
                 level = candidate
         if level is None:
-            self.item.setData(x, self.y[: self.n])
+            self.item.setData(x, self.y)
             return
         factor, xs, ys = level
         a, b = 2 * (first // factor), 2 * (last // factor + 1)
@@ -148,17 +159,8 @@ class _Series:
         added = len(x)
         if not added:
             return
-        need = self.n + added
-        if need > len(self.x):
-            capacity = max(need, 2 * len(self.x), 4096)
-            for name in ("x", "y"):
-                grown = np.empty(capacity)
-                grown[: self.n] = getattr(self, name)[: self.n]
-                setattr(self, name, grown)
-        self.x[self.n : need] = x
-        self.y[self.n : need] = y
-        self.n = need
-        self.item.setData(self.x[:need], self.y[:need])
+        self._points.append({"x": x, "y": y}, added)
+        self.item.setData(self.x, self.y)
 
 
 def _curve(
@@ -192,6 +194,7 @@ class TimelineView(QWidget):
         self._limit_lines: list[tuple[pg.PlotItem, pg.InfiniteLine]] = []
         self._limits_key: tuple[Any, ...] = ()
         self._event_lines: list[tuple[pg.PlotItem, pg.InfiniteLine]] = []
+        self._highlights: list[tuple[pg.PlotItem, pg.LinearRegionItem]] = []
 
         self.readout = QLabel(" ")
         self.readout.setTextFormat(Qt.TextFormat.PlainText)
@@ -280,6 +283,7 @@ class TimelineView(QWidget):
     # -- public API ---------------------------------------------------------------------------
 
     def set_profile(self, profile: Profile | None, running: bool = False) -> None:
+        self.clear_highlight()
         self.profile = profile
         self.running = running
         self.follow = True
@@ -310,6 +314,33 @@ class TimelineView(QWidget):
             return
         end = max(self.profile.duration, 1e-3)
         self._set_x_range(0.0, end)
+
+    def highlight(self, start: float, end: float, plot: str | None) -> None:
+        """Shade a finding's evidence span (strongest on its own plot) and bring it into view."""
+        self.clear_highlight()
+        if self.profile is None:
+            return
+        end = max(end, start + 1e-3)
+        for name, item in (("ram", self.ram_plot), ("gpu", self.gpu_plot), (None, self.lane)):
+            alpha = 70 if plot is None or name == plot else 30
+            region = pg.LinearRegionItem(
+                (start, end),
+                movable=False,
+                brush=pg.mkBrush(240, 170, 40, alpha),
+                pen=pg.mkPen(None),
+            )
+            region.setZValue(-10)
+            item.addItem(region, ignoreBounds=True)
+            self._highlights.append((item, region))
+        if self.running:
+            self.set_follow(False)
+        margin = max((end - start) * 0.15, 0.05)
+        self._set_x_range(max(0.0, start - margin), end + margin)
+
+    def clear_highlight(self) -> None:
+        for item, region in self._highlights:
+            item.removeItem(region)
+        self._highlights = []
 
     def refresh(self, force: bool = False) -> None:
         profile = self.profile

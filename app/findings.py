@@ -1,0 +1,260 @@
+"""The guided panel: findings by severity; the selected one explained, with its fixes.
+
+The view half of the diagnosis.Finding pair: it shows what profiler.diagnosis returns and
+never decides anything itself. Every string that can come from the target (module names,
+exception messages) is escaped before it reaches rich text.
+"""
+
+from __future__ import annotations
+
+import html
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from PySide6.QtCore import QObject, Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import QColor, QDesktopServices, QGuiApplication
+from PySide6.QtWidgets import (
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QSplitter,
+    QTextBrowser,
+    QVBoxLayout,
+    QWidget,
+)
+
+from profiler.diagnosis import Diagnosis, Finding, diagnose, get_fix
+from profiler.model import Profile
+from profiler.summary import summarize
+from profiler.units import format_bytes, format_duration
+
+SEVERITY_COLORS = {"critical": "#d64545", "warning": "#e08a1e", "info": "#3f86d1"}
+SEVERITY_LABELS = {"critical": "Critical", "warning": "Warning", "info": "Info"}
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text))
+
+
+def _span_text(finding: Finding) -> str:
+    e = finding.evidence
+    text = format_duration(e.start_s)
+    if e.end_s - e.start_s >= 0.01:
+        text += f" to {format_duration(e.end_s)}"
+    if e.iterations:
+        first, last = e.iterations
+        text += f", iteration {first}" if first == last else f", iterations {first} to {last}"
+    return text
+
+
+def finding_html(finding: Finding) -> str:
+    color = SEVERITY_COLORS[finding.severity]
+    parts = [
+        f"<h3 style='margin:0'>{_e(finding.title)}</h3>",
+        f"<p style='margin-top:2px'><b style='color:{color}'>"
+        f"{SEVERITY_LABELS[finding.severity]}</b> &middot; <code>{_e(finding.rule)}</code></p>",
+        f"<p><b>Evidence:</b> {_e(finding.evidence.text)}<br>"
+        f"<span style='color:gray'>{_e(_span_text(finding))}</span></p>",
+        f"<p>{_e(finding.explanation)}</p>",
+        "<h4>Fixes, most likely to help first</h4>",
+    ]
+    for rank, fix_id in enumerate(finding.fixes):
+        fix = get_fix(fix_id)
+        links = " &middot; ".join(f"<a href='{_e(d.url)}'>{_e(d.title)}</a>" for d in fix.docs)
+        parts += [
+            f"<p><b>{rank + 1}. {_e(fix.title)}</b><br>{_e(fix.why)}</p>",
+            f"<pre style='background:palette(alternate-base);padding:6px'>{_e(fix.after)}</pre>",
+            f"<p><a href='copy:{rank}'>Copy this snippet</a> &middot; {links}<br>"
+            f"<i>Trade-off:</i> {_e(fix.tradeoff)}</p>",
+        ]
+    return "".join(parts)
+
+
+def no_problems_html(profile: Profile, final: bool) -> str:
+    s = summarize(profile)
+    head = "No problems found" if final else "No problems so far"
+    rows = [
+        ("Duration", format_duration(s.duration_s)),
+        ("Optimizer steps", f"{s.iterations:,}"),
+        ("Peak RAM, main process", format_bytes(s.ram.bytes if s.ram else None)),
+        ("Peak RAM, process tree", format_bytes(s.ram_tree.bytes if s.ram_tree else None)),
+    ]
+    if s.gpu_allocated is not None:
+        rows.append(("Peak GPU allocated", format_bytes(s.gpu_allocated.bytes)))
+    if s.gpu_reserved is not None:
+        rows.append(("Peak GPU reserved", format_bytes(s.gpu_reserved.bytes)))
+    table = "".join(
+        f"<tr><td>{_e(k)}</td><td align='right'><b>{_e(v)}</b></td></tr>" for k, v in rows
+    )
+    note = (
+        "None of memsight's rules matched this run."
+        if final
+        else "Findings update while the run goes on."
+    )
+    return f"<h3>{head}</h3><p>{note}</p><table cellspacing='6'>{table}</table>"
+
+
+class FindingsPanel(QWidget):
+    """Lists findings; emits findingSelected(finding or None) as the selection changes."""
+
+    findingSelected = Signal(object)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.profile: Profile | None = None
+        self.diagnosis = Diagnosis()
+        self.final = False
+        self.header = QLabel("No run yet")
+        self.list = QListWidget()
+        self.list.setObjectName("findings")
+        self.list.setWordWrap(True)
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.list.setUniformItemSizes(False)
+        self.details = QTextBrowser()
+        self.details.setOpenLinks(False)
+        self.details.anchorClicked.connect(self._on_link)
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(self.list)
+        split.addWidget(self.details)
+        split.setSizes([140, 400])
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.header)
+        layout.addWidget(split, 1)
+        self.list.currentRowChanged.connect(self._on_row)
+
+    @property
+    def selected(self) -> Finding | None:
+        row = self.list.currentRow()
+        return self.diagnosis.findings[row] if 0 <= row < len(self.diagnosis.findings) else None
+
+    def clear(self) -> None:
+        self.profile = None
+        self.diagnosis = Diagnosis()
+        self.list.clear()
+        self.header.setText("No run yet")
+        self.details.clear()
+
+    def set_diagnosis(self, profile: Profile, diagnosis: Diagnosis, final: bool) -> None:
+        """Show new findings, keeping the selected rule selected when it is still there."""
+        previous = self.selected
+        keep = (previous.rule, previous.evidence.plot) if previous is not None else None
+        same = [(f.rule, f.title) for f in diagnosis.findings] == [
+            (f.rule, f.title) for f in self.diagnosis.findings
+        ]
+        self.profile, self.diagnosis, self.final = profile, diagnosis, final
+        self._update_header()
+        if same and self.list.count() == len(diagnosis.findings):
+            self._show_details()  # same list: refresh the evidence numbers in place
+            return
+        self.list.blockSignals(True)
+        self.list.clear()
+        for finding in diagnosis.findings:
+            item = QListWidgetItem(f"{SEVERITY_LABELS[finding.severity]}  ·  {finding.title}")
+            item.setForeground(QColor(SEVERITY_COLORS[finding.severity]))
+            item.setToolTip(finding.evidence.text)
+            self.list.addItem(item)
+        row = next(
+            (
+                i
+                for i, f in enumerate(diagnosis.findings)
+                if keep is not None and (f.rule, f.evidence.plot) == keep
+            ),
+            -1,
+        )
+        self.list.setCurrentRow(row)
+        self.list.blockSignals(False)
+        self._show_details()
+        if previous is not None and row < 0:
+            self.findingSelected.emit(None)
+
+    def _update_header(self) -> None:
+        findings = self.diagnosis.findings
+        state = "" if self.final else " (run in progress)"
+        if not findings:
+            self.header.setText(f"No problems found{state}")
+            return
+        counts = ", ".join(
+            f"{n} {sev}"
+            for sev in ("critical", "warning", "info")
+            if (n := sum(f.severity == sev for f in findings))
+        )
+        self.header.setText(f"{len(findings)} finding{'s' * (len(findings) != 1)}: {counts}{state}")
+
+    def _show_details(self) -> None:
+        finding = self.selected
+        if finding is not None:
+            self.details.setHtml(finding_html(finding))
+        elif self.diagnosis.findings:
+            self.details.setHtml("<p>Select a finding to see its evidence and how to fix it.</p>")
+        elif self.profile is not None:
+            self.details.setHtml(no_problems_html(self.profile, self.final))
+        failed = self.diagnosis.failed
+        if failed:
+            notes = "".join(f"<li>{_e(rule)}: {_e(error)}</li>" for rule, error in failed.items())
+            self.details.append(
+                f"<p style='color:gray'>Rules that could not run:</p><ul>{notes}</ul>"
+            )
+
+    def _on_row(self, _row: int) -> None:
+        self._show_details()
+        self.findingSelected.emit(self.selected)
+
+    def _on_link(self, url: QUrl) -> None:
+        if url.scheme() == "copy":
+            finding = self.selected
+            if finding is None:
+                return
+            rank = int(url.path() or url.toString().split(":", 1)[1])
+            QGuiApplication.clipboard().setText(get_fix(finding.fixes[rank]).after + "\n")
+        elif url.scheme() in ("http", "https"):
+            QDesktopServices.openUrl(url)
+
+
+class BackgroundDiagnosis(QObject):
+    """Runs the rules on a snapshot of the profile in a worker thread.
+
+    On a long run the rules take tens of milliseconds, more than a frame; in a thread they
+    never hold up drawing. Results come back in request order through `ready`, emitted in the
+    GUI thread; a result for a profile no longer shown is dropped.
+    """
+
+    ready = Signal(object, object, bool)  # profile, Diagnosis, final
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="diagnosis")
+        self._pending: list[tuple[Future[Diagnosis], Profile, bool]] = []
+        self._current: Profile | None = None
+        self._closed = False
+        self._timer = QTimer(self)
+        self._timer.setInterval(40)
+        self._timer.timeout.connect(self._poll)
+
+    @property
+    def busy(self) -> bool:
+        return bool(self._pending)
+
+    def request(self, profile: Profile, final: bool) -> None:
+        if self._closed:
+            return  # the window is closing; a run finishing meanwhile needs no findings
+        self._current = profile
+        job = self._executor.submit(diagnose, profile.snapshot())
+        self._pending.append((job, profile, final))
+        self._timer.start()
+
+    def forget(self) -> None:
+        """Drop results still on their way (the profile is being replaced)."""
+        self._current = None
+
+    def _poll(self) -> None:
+        while self._pending and self._pending[0][0].done():
+            job, profile, final = self._pending.pop(0)
+            if profile is self._current:
+                self.ready.emit(profile, job.result(), final)
+        if not self._pending:
+            self._timer.stop()
+
+    def shutdown(self) -> None:
+        self._closed = True
+        self._timer.stop()
+        self._executor.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,100 @@
+"""The guided panel: findings from a real run, evidence on the timeline, fixes to copy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QUrl
+from PySide6.QtGui import QGuiApplication
+
+from app.mainwindow import MainWindow
+from profiler.diagnosis import Diagnosis, Evidence, Finding, get_fix
+from tests.gui.test_mainwindow import run_to_end
+from tests.support import write_script
+
+NO_ZERO_GRAD = """
+import torch
+model = torch.nn.Linear(8, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+for step in range(12):
+    model(torch.randn(4, 8)).pow(2).mean().backward()
+    optimizer.step()
+"""
+
+
+def test_a_finding_from_a_run_is_listed_highlighted_and_its_fix_copyable(
+    qtbot, window: MainWindow, tmp_path: Path
+) -> None:
+    run_to_end(qtbot, window, write_script(tmp_path, "nozero.py", NO_ZERO_GRAD))
+    panel = window.findings
+    assert panel.final and panel.list.count() == 1
+    assert "1 warning" in panel.header.text()
+    panel.list.setCurrentRow(0)
+    finding = panel.selected
+    assert finding is not None and finding.rule == "missing-zero-grad"
+    shown = panel.details.toPlainText()
+    assert finding.evidence.text in shown and "Copy this snippet" in shown
+
+    regions = window.timeline._highlights
+    assert len(regions) == 3  # RAM, GPU and the event lane
+    low, high = regions[0][1].getRegion()
+    assert (low, high) == (finding.evidence.start_s, finding.evidence.end_s)
+    view_low, view_high = window.timeline.lane.getViewBox().viewRange()[0]
+    assert view_low <= low and high <= view_high
+
+    panel.details.anchorClicked.emit(QUrl("copy:0"))
+    assert QGuiApplication.clipboard().text().strip() == get_fix(finding.fixes[0]).after.strip()
+
+    panel.list.setCurrentRow(-1)
+    assert window.timeline._highlights == []
+
+
+def test_a_clean_run_says_no_problems_with_its_key_numbers(
+    qtbot, window: MainWindow, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, "clean.py", "data = bytearray(20 * 2**20)\nprint('ok')\n")
+    run_to_end(qtbot, window, script)
+    panel = window.findings
+    assert panel.list.count() == 0
+    assert panel.header.text() == "No problems found"
+    shown = panel.details.toPlainText()
+    assert "No problems found" in shown and "Peak RAM, main process" in shown
+
+
+def test_text_from_the_target_is_shown_as_text_never_as_markup(window: MainWindow) -> None:
+    payload = "<img src=x onerror=alert(1)><b>bold</b>"
+    finding = Finding(
+        "out-of-memory",
+        "critical",
+        f"The run ran out of RAM in {payload}",
+        "explanation",
+        Evidence(f"{payload}: the allocator could not provide 1 GiB", 0.0, 1.0, "ram"),
+        ("smaller-batch",),
+    )
+    assert window.profile is None
+    from profiler.model import Profile
+
+    window.findings.set_diagnosis(Profile(), Diagnosis([finding]), final=True)
+    window.findings.list.setCurrentRow(0)
+    html = window.findings.details.toHtml()
+    assert "<b>bold</b>" not in html and "<img" not in html
+    assert payload in window.findings.details.toPlainText()
+
+
+def test_findings_appear_while_the_run_is_still_going(
+    qtbot, window: MainWindow, tmp_path: Path
+) -> None:
+    script = write_script(
+        tmp_path,
+        "forever.py",
+        NO_ZERO_GRAD.replace("range(12)", "range(100_000)")
+        + "    __import__('time').sleep(0.02)\n",
+    )
+    window.open_script(str(script))
+    window.start_run()
+    qtbot.waitUntil(lambda: window.findings.list.count() == 1, timeout=30_000)
+    assert window.controller is not None and window.controller.running
+    assert not window.findings.final and "run in progress" in window.findings.header.text()
+    window.stop_run()
+    qtbot.waitUntil(lambda: window.findings.final, timeout=30_000)
+    assert window.findings.list.count() == 1
