@@ -62,7 +62,7 @@ def finding_html(finding: Finding) -> str:
         links = " &middot; ".join(f"<a href='{_e(d.url)}'>{_e(d.title)}</a>" for d in fix.docs)
         parts += [
             f"<p><b>{rank + 1}. {_e(fix.title)}</b><br>{_e(fix.why)}</p>",
-            f"<pre style='background:palette(alternate-base);padding:6px'>{_e(fix.after)}</pre>",
+            f"<pre style='white-space:pre-wrap'>{_e(fix.after)}</pre>",
             f"<p><a href='copy:{rank}'>Copy this snippet</a> &middot; {links}<br>"
             f"<i>Trade-off:</i> {_e(fix.tradeoff)}</p>",
         ]

@@ -329,9 +329,7 @@ class MainWindow(QMainWindow):
             self.console.refresh()
         if result.finished is not None:
             self._finished(result.finished, controller)
-        elif (
-            time.monotonic() - self._diagnosed_at >= DIAGNOSE_EVERY_S and not self.diagnosis.busy
-        ):
+        elif time.monotonic() - self._diagnosed_at >= DIAGNOSE_EVERY_S and not self.diagnosis.busy:
             self._diagnose(final=False)
         self._update_status()
         self.frame_ms.append((time.perf_counter() - started) * 1000)

@@ -115,7 +115,6 @@ def main() -> int:
         passed,
         f"worst frame {worst:.1f} ms, p99 {p99:.1f} ms over {len(frames):,} frames (≤ 33.3)",
     )
-    print(line)
     write_result(
         "gui_live",
         {

@@ -125,7 +125,6 @@ def main() -> int:
         passed,
         f"open {open_s:.2f} s (≤ {OPEN_TARGET_S}), pan/zoom p95 {p95:.1f} ms ≈ {1000 / p95:.0f} fps (≥ 30)",
     )
-    print(line)
     write_result(
         "gui_load",
         {

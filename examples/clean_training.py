@@ -77,7 +77,7 @@ def main() -> None:
                     f"epoch {epoch} step {step} loss {loss.item():.3f} valid {valid_loss:.3f}",
                     flush=True,
                 )
-            if step == 120:
+            if step == 80:
                 break
 
 

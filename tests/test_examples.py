@@ -54,3 +54,9 @@ def check_example(example: Example, tmp_path: Path) -> None:
     assert {f["rule"] for f in reported} == example.expect
     for finding in reported:
         assert finding["evidence"]["text"] and finding["fixes"], finding
+
+
+def test_the_examples_readme_lists_every_example() -> None:
+    readme = (CPU_EXAMPLES[0].path.parent / "README.md").read_text()
+    for example in CPU_EXAMPLES + examples(gpu=True):
+        assert f"`{example.name}`" in readme or f"`{example.name}` (" in readme, example.name

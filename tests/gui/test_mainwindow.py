@@ -24,9 +24,11 @@ def run_to_end(qtbot, window: MainWindow, script: Path, args: str = "", env: str
     window.start_run()
     assert window.controller is not None, window.setup_panel.problems.text()
     qtbot.waitUntil(
-        lambda: not window.controller.running
-        and not window.timer.isActive()
-        and not window.diagnosis.busy,
+        lambda: (
+            not window.controller.running
+            and not window.timer.isActive()
+            and not window.diagnosis.busy
+        ),
         timeout=RUN_TIMEOUT_MS,
     )
 
@@ -102,9 +104,11 @@ def test_stop_ends_the_whole_process_tree(qtbot, window: MainWindow, tmp_path: P
     assert all(ident is not None for ident in tree.values())
     window.stop_run()
     qtbot.waitUntil(
-        lambda: not window.controller.running
-        and not window.timer.isActive()
-        and not window.diagnosis.busy,
+        lambda: (
+            not window.controller.running
+            and not window.timer.isActive()
+            and not window.diagnosis.busy
+        ),
         timeout=RUN_TIMEOUT_MS,
     )
     for pid, before in tree.items():

@@ -1,0 +1,80 @@
+"""The fixes knowledge base: complete, parseable, and every fix a rule names exists."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from profiler.diagnosis import RULE_IDS
+from profiler.diagnosis.fixes import FixError, all_fixes, fixes_dir, parse_fix
+
+REQUIRED = {
+    "smaller-batch",
+    "gradient-accumulation",
+    "mixed-precision",
+    "activation-checkpointing",
+    "no-grad-inference",
+    "detach-for-logging",
+    "del-and-scope",
+    "zero-grad-set-to-none",
+    "dataset-on-cpu-pinned",
+    "allocator-config",
+    "empty-cache",
+    "dataloader-worker-memory",
+}
+
+
+def test_every_fix_the_issue_asks_for_is_there_and_complete() -> None:
+    fixes = all_fixes()
+    assert set(fixes) >= REQUIRED
+    for fix in fixes.values():
+        ast.parse(fix.before)
+        ast.parse(fix.after)
+        assert fix.before != fix.after
+        assert len(fix.title) <= 70 and fix.summary and fix.why and fix.tradeoff
+        assert all(d.url.startswith("https://pytorch.org/") for d in fix.docs), fix.id
+
+
+def test_every_fix_a_rule_names_exists() -> None:
+    rules = Path(__file__).resolve().parents[2] / "profiler" / "diagnosis" / "rules"
+    named = set()
+    for source in rules.glob("*.py"):
+        for node in ast.walk(ast.parse(source.read_text())):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and re.fullmatch(r"[a-z]+(-[a-z]+)+", node.value)
+            ):
+                named.add(node.value)
+    named -= set(RULE_IDS)
+    assert named, "the rules name their fixes as string literals"
+    assert named <= set(all_fixes()), named - set(all_fixes())
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ('id = "broken"\ntitle = "x"\n', "missing"),
+        ("id = [", "broken.toml"),
+        (
+            'id = "other"\n'
+            + "".join(
+                f'{k} = "x"\n' for k in ("title", "summary", "why", "before", "after", "tradeoff")
+            )
+            + "docs = [{title='t', url='u'}]\n",
+            "does not match",
+        ),
+    ],
+)
+def test_a_bad_fix_file_is_named_with_its_problem(tmp_path: Path, text: str, problem: str) -> None:
+    path = tmp_path / "broken.toml"
+    path.write_text(text)
+    with pytest.raises(FixError, match=problem):
+        parse_fix(path)
+
+
+def test_the_fixes_folder_is_the_shipped_one() -> None:
+    assert (fixes_dir() / "mixed-precision.toml").is_file()
