@@ -12,6 +12,7 @@ import numpy as np
 from PySide6.QtCore import QEvent, QSettings, QStandardPaths, Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
 from PySide6.QtWidgets import (
+    QApplication,
     QDockWidget,
     QFileDialog,
     QLabel,
@@ -30,6 +31,7 @@ from app.timeline import TimelineView
 from profiler.diagnosis import Finding
 from profiler.model import Profile
 from profiler.recorder.session import ExitStatus, default_profile_name
+from profiler.report import write_html
 from profiler.storage import SUFFIX, ProfileError, load_profile
 from profiler.units import format_bytes, format_duration
 
@@ -143,11 +145,14 @@ class MainWindow(QMainWindow):
             "Save Profile &As…", QKeySequence.StandardKey.SaveAs, self.save_as
         )
         self.save_action.setEnabled(False)
+        self.export_action = self._action("&Export HTML Report…", "Ctrl+E", self.export_html)
+        self.export_action.setEnabled(False)
         file_menu.addAction(self.open_script_action)
         file_menu.addAction(self.open_action)
         self.recent_menu = file_menu.addMenu("Open &Recent")
         self.recent_menu.aboutToShow.connect(self._fill_recent)
         file_menu.addAction(self.save_action)
+        file_menu.addAction(self.export_action)
         file_menu.addSeparator()
         file_menu.addAction(self._action("&Quit", QKeySequence.StandardKey.Quit, self.close))
 
@@ -217,6 +222,7 @@ class MainWindow(QMainWindow):
         self.diagnosis.forget()
         self._diagnose(final=not running)
         self.save_action.setEnabled(not running)
+        self.export_action.setEnabled(True)
         self._update_status()
         self.setWindowTitle(f"memsight — {profile.info.target or path.name}")
 
@@ -264,6 +270,31 @@ class MainWindow(QMainWindow):
         AppSettings.remember(self.settings.recent_profiles, str(Path(path).resolve()))
         self.settings.save(self.store)
         self.statusBar().showMessage(f"Saved {path}", 5000)
+        return True
+
+    def export_html(self) -> None:
+        if self.profile is None:
+            return
+        base = self.profile_path.stem if self.profile_path else "memsight-report"
+        suggestion = str(Path.cwd() / f"{base}.html")
+        path, _ = QFileDialog.getSaveFileName(
+            self, "Export HTML report", suggestion, "HTML reports (*.html)"
+        )
+        if path:
+            self.export_html_to(path)
+
+    def export_html_to(self, path: str) -> bool:
+        """Write the report of the profile shown (as it stands, if a run is still going)."""
+        assert self.profile is not None
+        QApplication.setOverrideCursor(Qt.CursorShape.WaitCursor)
+        try:
+            size = write_html(self.profile.snapshot(), path)
+        except OSError as exc:
+            self.show_error("Cannot export the report", f"{path}: {exc.strerror or exc}")
+            return False
+        finally:
+            QApplication.restoreOverrideCursor()
+        self.statusBar().showMessage(f"Exported {path} ({format_bytes(size)})", 5000)
         return True
 
     def show_error(self, title: str, message: str) -> None:

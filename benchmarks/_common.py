@@ -14,6 +14,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -211,4 +212,27 @@ def write_result(name: str, result: dict[str, Any]) -> Path:
     payload = {"benchmark": name, "environment": environment(), **result}
     path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     print(f"result written to {path.relative_to(REPO_ROOT)}")
+    return path
+
+
+def large_profile(samples: int = 1_000_000) -> Path:
+    """A profile of `samples` RAM and GPU rows made by load.py (through the recorder's write
+    path and compaction), cached in the temporary folder between benchmarks."""
+    path = Path(tempfile.gettempdir()) / f"memsight-gui-load-{samples}.memsight"
+    if not path.exists():
+        print(f"writing a {samples:,}-sample profile with benchmarks/load.py ...", flush=True)
+        subprocess.run(
+            [
+                sys.executable,
+                str(BENCH_DIR / "load.py"),
+                "--samples",
+                str(samples),
+                "--repeat",
+                "1",
+                "--keep",
+                str(path),
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
     return path

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -22,7 +21,7 @@ from pathlib import Path
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._common import BENCH_DIR, percentile, print_table, verdict, write_result
+from benchmarks._common import large_profile, percentile, print_table, verdict, write_result
 
 OPEN_TARGET_S = 1.5
 FRAME_TARGET_MS = 1000 / 30
@@ -41,30 +40,9 @@ def parse_args() -> argparse.Namespace:
     return p.parse_args()
 
 
-def make_profile(samples: int) -> Path:
-    path = Path(tempfile.gettempdir()) / f"memsight-gui-load-{samples}.memsight"
-    if not path.exists():
-        print(f"writing a {samples:,}-sample profile with benchmarks/load.py ...", flush=True)
-        subprocess.run(
-            [
-                sys.executable,
-                str(BENCH_DIR / "load.py"),
-                "--samples",
-                str(samples),
-                "--repeat",
-                "1",
-                "--keep",
-                str(path),
-            ],
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
-    return path
-
-
 def main() -> int:
     args = parse_args()
-    path = args.profile or make_profile(args.samples)
+    path = args.profile or large_profile(args.samples)
     from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QApplication
 

@@ -18,6 +18,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import profiler
 from profiler.launch import DEFAULT_INTERVAL_MS, RunSpec
@@ -25,6 +26,10 @@ from profiler.preflight import MIN_INTERVAL_MS
 from profiler.storage import ProfileError, load_profile
 from profiler.summary import format_text, summarize, to_json
 from profiler.units import format_bytes, format_duration, parse_bytes
+
+if TYPE_CHECKING:
+    from profiler.diagnosis import Diagnosis
+    from profiler.model import Profile
 
 TOP_HELP = """\
 memsight — a memory profiler for PyTorch scripts.
@@ -303,7 +308,31 @@ def _report_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print one JSON object (schema in docs/profile-format.md)",
     )
+    parser.add_argument(
+        "--html",
+        metavar="OUT.html",
+        help="write a self-contained HTML report (charts, findings and fixes, output) to this file",
+    )
     return parser
+
+
+def _write_html(profile: Profile, diagnosis: Diagnosis, out: str) -> int | None:
+    from profiler.report import write_html
+
+    target = Path(out)
+    if target.is_dir():
+        sys.stderr.write(f"memsight: error: --html: {out} is a directory\n")
+        return None
+    if not target.parent.is_dir():
+        sys.stderr.write(f"memsight: error: --html: no such directory: {target.parent}\n")
+        return None
+    try:
+        size = write_html(profile, target, diagnosis)
+    except OSError as exc:
+        sys.stderr.write(f"memsight: error: --html: cannot write {out}: {exc.strerror or exc}\n")
+        return None
+    sys.stderr.write(f"memsight: wrote {out} ({format_bytes(size)})\n")
+    return size
 
 
 def cmd_report(argv: Sequence[str]) -> int:
@@ -317,6 +346,12 @@ def cmd_report(argv: Sequence[str]) -> int:
     from profiler.diagnosis.text import format_findings
 
     diagnosis = diagnose(profile)
+    if options.html is not None:
+        written = _write_html(profile, diagnosis, options.html)
+        if written is None:
+            return 1
+        if not options.json:
+            return 0
     if options.json:
         findings = [finding_to_json(f) for f in diagnosis.findings]
         sys.stdout.write(json.dumps(to_json(profile, findings), indent=2) + "\n")

@@ -1,0 +1,262 @@
+"""Everything the HTML report shows, as plain data: no markup here, no Jinja2 there.
+
+Numbers are rounded to fixed precision so the same profile always gives the same report.
+Charts are decimated keeping each bucket's minimum and maximum (decimate.envelope), so a
+spike stays in the chart however long the run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from profiler.diagnosis import Diagnosis, get_fix
+from profiler.diagnosis.signals import ram_capacity
+from profiler.model import Profile
+from profiler.protocol import STDERR
+from profiler.report.decimate import envelope
+from profiler.summary import summarize
+from profiler.units import format_bytes, format_duration
+
+CHART_BUCKETS = 1500  # points per series: 2 per bucket, about one per pixel of a wide chart
+MAX_MARKERS = 2000  # iteration ticks drawn; beyond that every k-th step
+OUTPUT_TAIL_LINES = 200
+SEVERITY_LABELS = {"critical": "Critical", "warning": "Warning", "info": "Info"}
+
+
+def _series(
+    name: str, color: str, t: np.ndarray, y: np.ndarray, dash: bool = False
+) -> dict[str, Any]:
+    tt, yy = envelope(t, y, CHART_BUCKETS)
+    return {
+        "name": name,
+        "color": color,
+        "dash": dash,
+        "t": [round(float(v), 4) for v in tt],
+        "y": [int(v) for v in yy],
+    }
+
+
+def _ram_chart(profile: Profile) -> dict[str, Any] | None:
+    ram = profile.ram
+    if ram is None or not len(ram):
+        return None
+    series = [
+        _series("Process tree", "#e07b39", ram.t, ram["rss_peak"] + ram["children"]),
+        _series("Main process (peak between samples)", "#2f6fba", ram.t, ram["rss_peak"]),
+    ]
+    if int(ram["children"].max()) > 0:
+        series.append(_series("Workers (USS)", "#3a9a5b", ram.t, ram["children"]))
+    limits = []
+    capacity = ram_capacity(profile)
+    if capacity is not None:
+        limits.append({"label": capacity.label, "y": capacity.bytes})
+    return {"id": "ram", "title": "RAM", "series": series, "limits": limits}
+
+
+def _gpu_chart(profile: Profile) -> dict[str, Any] | None:
+    gpu = profile.gpu
+    if gpu is None:
+        return None
+    devices = np.unique(gpu["device"])
+    device = int(devices[0])
+    rows = gpu.where("device", device) if len(devices) > 1 else gpu
+    series = [
+        _series("Reserved (peak)", "#8e5bc4", rows.t, rows["reserved_peak"]),
+        _series("Allocated (peak between samples)", "#c43d5b", rows.t, rows["allocated_peak"]),
+    ]
+    nvml = profile.table("nvml")
+    limits = []
+    if nvml is not None and len(nvml):
+        mine = nvml["device"] == device
+        if mine.any():
+            series.append(
+                _series("Device used (NVML)", "#777777", nvml.t[mine], nvml["used"][mine], True)
+            )
+            limits.append({"label": "device capacity", "y": int(nvml["total"][mine].max())})
+    if not limits:
+        for d in profile.info.devices:
+            if d.index == device and d.total_bytes:
+                limits.append({"label": "device capacity", "y": d.total_bytes})
+    title = f"GPU memory (cuda:{device})"
+    if len(devices) > 1:
+        title += f"; {len(devices) - 1} more device(s) in the profile"
+    return {"id": "gpu", "title": title, "series": series, "limits": limits}
+
+
+def _markers(profile: Profile) -> dict[str, Any]:
+    steps = profile.steps
+    iterations: list[float] = []
+    every = 1
+    if steps is not None:
+        every = max(1, -(-len(steps) // MAX_MARKERS))
+        iterations = [round(float(v), 4) for v in steps["end"][::every]]
+    epochs = [round(e.t, 4) for e in profile.events_of("epoch")]
+    events = []
+    for event in profile.events:
+        if event.type == "exception" and (event.get("oom") or event.get("uncaught")):
+            kind = "OOM" if event.get("oom") else "error"
+            name = str(event.get("exc_type", "")).rsplit(".", 1)[-1]
+            events.append({"t": round(event.t, 4), "label": f"{kind}: {name}", "kind": "error"})
+        elif event.type == "oom_observed":
+            events.append({"t": round(event.t, 4), "label": "OOM (allocator)", "kind": "error"})
+        elif event.type == "exit":
+            label = f"exit: {profile.info.ended_by}"
+            events.append({"t": round(event.t, 4), "label": label, "kind": "exit"})
+    return {"iterations": iterations, "iteration_every": every, "epochs": epochs, "events": events}
+
+
+def _findings(diagnosis: Diagnosis) -> list[dict[str, Any]]:
+    out = []
+    for number, finding in enumerate(diagnosis.findings, 1):
+        e = finding.evidence
+        span = format_duration(e.start_s)
+        if e.end_s - e.start_s >= 0.01:
+            span += f" to {format_duration(e.end_s)}"
+        if e.iterations:
+            first, last = e.iterations
+            span += f", iteration {first}" if first == last else f", iterations {first} to {last}"
+        out.append(
+            {
+                "number": number,
+                "rule": finding.rule,
+                "severity": finding.severity,
+                "severity_label": SEVERITY_LABELS[finding.severity],
+                "title": finding.title,
+                "explanation": finding.explanation,
+                "evidence": e.text,
+                "span": span,
+                "start": round(e.start_s, 4),
+                "end": round(e.end_s, 4),
+                "plot": e.plot,
+                "fixes": [get_fix(fix_id) for fix_id in finding.fixes],
+            }
+        )
+    return out
+
+
+def _exception(profile: Profile) -> dict[str, Any] | None:
+    final = None
+    for event in profile.events_of("exception"):
+        if event.get("uncaught"):
+            final = event
+    if final is None:
+        return None
+    frames = []
+    for frame in final.get("traceback") or []:
+        if isinstance(frame, dict):
+            frames.append(
+                {
+                    "file": str(frame.get("file", "")),
+                    "line": frame.get("line"),
+                    "function": str(frame.get("function", "")),
+                    "source": str(frame.get("source") or ""),
+                }
+            )
+    return {
+        "type": str(final.get("exc_type", "")),
+        "message": str(final.get("message", "")),
+        "t": format_duration(final.t),
+        "frames": frames,
+    }
+
+
+def _output_tail(profile: Profile) -> tuple[list[dict[str, Any]], int]:
+    lines: list[dict[str, Any]] = []
+    for chunk in profile.output:
+        stderr = chunk.stream == STDERR
+        parts = chunk.text.split("\n")
+        for i, part in enumerate(parts):
+            if i == 0 and lines and not lines[-1]["done"] and lines[-1]["stderr"] == stderr:
+                lines[-1]["text"] += part
+            elif part or i < len(parts) - 1:
+                lines.append({"text": part, "stderr": stderr, "done": False})
+            if i < len(parts) - 1:
+                lines[-1]["done"] = True
+    total = len(lines)
+    return lines[-OUTPUT_TAIL_LINES:], total
+
+
+def report_context(profile: Profile, diagnosis: Diagnosis, name: str) -> dict[str, Any]:
+    s = summarize(profile)
+    info = profile.info
+
+    def peak(label: str, p: Any, absent: str) -> dict[str, str]:
+        if p is None:
+            return {"label": label, "value": absent, "at": ""}
+        return {"label": label, "value": format_bytes(p.bytes), "at": format_duration(p.t)}
+
+    no_gpu = "— (the run did not use CUDA)"
+    charts = [c for c in (_ram_chart(profile), _gpu_chart(profile)) if c is not None]
+    output, output_total = _output_tail(profile)
+    findings = _findings(diagnosis)
+    counts = {sev: sum(f["severity"] == sev for f in findings) for sev in SEVERITY_LABELS}
+    return {
+        "name": name,
+        "run": {
+            "target": info.target,
+            "script": info.script or "",
+            "module": info.module or "",
+            "argv": info.argv,
+            "cwd": info.cwd,
+            "python": info.python,
+            "python_version": info.python_version,
+            "torch_version": info.torch_version or "",
+            "cuda_version": info.cuda_version or "",
+            "devices": [
+                f"cuda:{d.index} {d.name} ({format_bytes(d.total_bytes)})" for d in info.devices
+            ],
+            "hostname": info.hostname,
+            "start_time": info.start_time.replace("T", " "),
+            "duration": format_duration(s.duration_s),
+            "ended": info.ended_by,
+            "failed": bool(info.signal) or bool(info.exit_code),
+            "samples": f"{s.samples:,}",
+            "interval_ms": f"{info.interval_ms:g}",
+            "iterations": f"{s.iterations:,}",
+            "hooks": info.hooks,
+            "memsight_version": info.memsight_version,
+            "complete": profile.complete,
+            "warnings": list(profile.warnings),
+        },
+        "peaks": [
+            peak("RAM, main process", s.ram, "no samples"),
+            peak("RAM, process tree", s.ram_tree, "no samples"),
+            peak("GPU allocated", s.gpu_allocated, no_gpu),
+            peak("GPU reserved", s.gpu_reserved, no_gpu),
+        ],
+        "findings": findings,
+        "finding_counts": counts,
+        "failed_rules": dict(diagnosis.failed),
+        "children": [
+            {
+                "pid": c.pid,
+                "name": c.name,
+                "cmdline": " ".join(c.cmdline),
+                "first_seen": format_duration(c.first_seen),
+                "exited": format_duration(c.exited) if c.exited is not None else "",
+                "peak_uss": format_bytes(c.peak_uss),
+                "peak_pss": format_bytes(c.peak_pss),
+            }
+            for c in s.children
+        ],
+        "exception": _exception(profile),
+        "output": output,
+        "output_total": output_total,
+        "chart_data": {
+            "duration": round(max(profile.duration, 1e-3), 4),
+            "charts": charts,
+            "markers": _markers(profile),
+            "findings": [
+                {
+                    "number": f["number"],
+                    "start": f["start"],
+                    "end": f["end"],
+                    "plot": f["plot"],
+                    "severity": f["severity"],
+                }
+                for f in findings
+            ],
+        },
+    }

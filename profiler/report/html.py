@@ -1,0 +1,74 @@
+"""Write a profile as one self-contained HTML file: `memsight report P --html OUT`, Ctrl+E.
+
+The page is rendered with Jinja2 (autoescaping on: every string from the target is escaped)
+from resources/report/; its stylesheet and script are inlined, and it loads nothing from
+anywhere, so it opens from disk with no network. Chart data travels as JSON in a script
+element (Jinja2's tojson escapes it for that place) and is drawn by our own script as SVG,
+zoomable, and printable as it is drawn.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import tempfile
+from pathlib import Path
+
+import jinja2
+
+from profiler import resources
+from profiler.diagnosis import Diagnosis, diagnose
+from profiler.model import Profile
+from profiler.report.data import report_context
+
+TEMPLATE = "report.html.j2"
+
+
+@functools.cache
+def _environment() -> jinja2.Environment:
+    folder = resources.path("report")
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(folder)),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.globals["inline_css"] = (folder / "report.css").read_text(encoding="utf-8")
+    env.globals["inline_js"] = (folder / "report.js").read_text(encoding="utf-8")
+    return env
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def render_html(profile: Profile, diagnosis: Diagnosis | None = None, name: str = "") -> str:
+    """The report as a string; the same profile always renders to the same text."""
+    if diagnosis is None:
+        diagnosis = diagnose(profile)
+    context = report_context(profile, diagnosis, name or Path(profile.source or "profile").name)
+    return _environment().get_template(TEMPLATE).render(**context)
+
+
+def write_html(
+    profile: Profile, out: str | os.PathLike[str], diagnosis: Diagnosis | None = None
+) -> int:
+    """Render and write atomically (a half-written report never replaces a good one).
+
+    Returns the size in bytes."""
+    text = render_html(profile, diagnosis).encode("utf-8")
+    target = Path(out)
+    fd, tmp = tempfile.mkstemp(prefix=".memsight-report-", dir=target.parent or ".")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(text)
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return len(text)

@@ -1,0 +1,36 @@
+"""File → Export HTML Report (Ctrl+E) writes the report of what the window shows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtGui import QKeySequence
+
+from app.mainwindow import MainWindow
+from profiler.report import render_html
+from tests.gui.test_findings import NO_ZERO_GRAD
+from tests.gui.test_mainwindow import run_to_end
+from tests.support import write_script
+
+
+def test_export_writes_the_report_of_the_run_shown(
+    qtbot, window: MainWindow, tmp_path: Path
+) -> None:
+    assert not window.export_action.isEnabled()  # nothing to export yet
+    assert window.export_action.shortcut() == QKeySequence("Ctrl+E")
+    run_to_end(qtbot, window, write_script(tmp_path, "nozero.py", NO_ZERO_GRAD))
+    assert window.export_action.isEnabled()
+    out = tmp_path / "report.html"
+    assert window.export_html_to(str(out))
+    text = out.read_text(encoding="utf-8")
+    assert "nozero.py" in text and "missing-zero-grad" in text
+    assert window.profile is not None
+    assert text == render_html(window.profile)  # the same report as memsight report --html
+    assert "Exported" in window.statusBar().currentMessage()
+
+
+def test_export_to_an_unwritable_place_says_why(qtbot, window: MainWindow, tmp_path: Path) -> None:
+    run_to_end(qtbot, window, write_script(tmp_path, "ok.py", "print('ok')\n"))
+    assert not window.export_html_to(str(tmp_path / "missing" / "report.html"))
+    assert window.error_box is not None
+    assert "Cannot export the report" in window.error_box.windowTitle()

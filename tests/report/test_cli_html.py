@@ -1,0 +1,48 @@
+"""`memsight report PROFILE --html OUT.html` from the command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.support import MEMSIGHT, _run, child_env, run_memsight, write_script
+
+
+def _recorded(tmp_path: Path) -> Path:
+    script = write_script(
+        tmp_path, "small.py", "data = bytearray(30 * 2**20)\nprint('<b>hi</b>')\n"
+    )
+    result = run_memsight([str(script)], tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.profile_path is not None
+    return result.profile_path
+
+
+def report(tmp_path: Path, *args: str):  # type: ignore[no-untyped-def]
+    return _run([*MEMSIGHT, "report", *args], tmp_path, None, child_env(), 60)
+
+
+def test_html_is_written_and_said(tmp_path: Path) -> None:
+    profile = _recorded(tmp_path)
+    out = tmp_path / "out.html"
+    done = report(tmp_path, str(profile), "--html", str(out))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    assert f"wrote {out}" in done.stderr
+    text = out.read_text(encoding="utf-8")
+    assert "small.py" in text and "&lt;b&gt;hi&lt;/b&gt;" in text
+
+
+def test_html_with_json_does_both(tmp_path: Path) -> None:
+    profile = _recorded(tmp_path)
+    out = tmp_path / "out.html"
+    done = report(tmp_path, str(profile), "--html", str(out), "--json")
+    assert done.returncode == 0 and out.exists()
+    assert json.loads(done.stdout)["run"]["script"].endswith("small.py")
+
+
+def test_html_into_a_missing_folder_is_a_clear_error(tmp_path: Path) -> None:
+    profile = _recorded(tmp_path)
+    done = report(tmp_path, str(profile), "--html", str(tmp_path / "nope" / "out.html"))
+    assert done.returncode == 1
+    assert done.stderr.strip() == f"memsight: error: --html: no such directory: {tmp_path / 'nope'}"

@@ -1,0 +1,106 @@
+"""The HTML report: complete, deterministic, escaped, self-contained, and written safely."""
+
+from __future__ import annotations
+
+import html.parser
+import os
+import re
+from pathlib import Path
+
+import markupsafe
+import pytest
+
+from profiler.report import render_html, write_html
+from tests.report.sample import sample_profile
+
+GOLDEN = Path(__file__).with_name("golden.html")
+PAYLOADS = [
+    "<script>alert(1)</script>",
+    "<img src=x onerror=alert(2)>",
+    '"><svg onload=alert(3)>',
+    "</script><script>alert(4)</script>",
+    "{{ 7*7 }}",
+    "&amp;<!--",
+]
+
+
+class Tags(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+
+def parse(text: str) -> Tags:
+    tags = Tags()
+    tags.feed(text)
+    return tags
+
+
+def test_the_report_has_every_section() -> None:
+    text = render_html(sample_profile())
+    for needle in [
+        "train.py --lr 0.1",  # the command
+        "/work/project",  # working directory
+        "Python 3.11.7",
+        "2.13.0",  # torch
+        "2026-11-22 10:15:00",  # start time
+        "30.0 s",  # duration
+        "exit code 1",  # how it ended
+        "out-of-memory",  # findings with evidence and fixes
+        "growth-per-iteration",
+        "+3.00 MiB per iteration",
+        "Documented in:",
+        "pt_data_worker",  # child processes
+        "epoch 1 step 1 loss 2.30",  # output tail
+        "main",  # traceback
+        'id="chart-data"',
+    ]:
+        assert needle in text, needle
+
+
+def test_the_same_profile_gives_the_same_report_and_matches_the_golden_file() -> None:
+    first, second = render_html(sample_profile()), render_html(sample_profile())
+    assert first == second
+    if os.environ.get("MEMSIGHT_UPDATE_GOLDEN"):
+        GOLDEN.write_text(first, encoding="utf-8")
+    assert first == GOLDEN.read_text(encoding="utf-8"), (
+        "report changed: review it, then rerun with MEMSIGHT_UPDATE_GOLDEN=1 to accept"
+    )
+
+
+@pytest.mark.parametrize("payload", PAYLOADS)
+def test_every_string_from_the_target_is_escaped(payload: str) -> None:
+    text = render_html(sample_profile(payload))
+    tags = parse(text)
+    assert [t for t, _ in tags.tags].count("script") == 2  # the data and our own script
+    assert not [t for t, _ in tags.tags if t in ("img", "svg", "iframe", "object")]
+    for tag, attrs in tags.tags:
+        assert not [a for a in attrs if a.startswith("on")], (tag, attrs)
+    assert text.count("</script") == 2
+    assert payload not in text or not re.search(r"[<>\"]", payload)
+    assert str(markupsafe.escape(payload)) in text  # shown, as text
+
+
+def test_the_report_loads_nothing_from_anywhere() -> None:
+    text = render_html(sample_profile())
+    tags = parse(text)
+    for tag, attrs in tags.tags:
+        assert "src" not in attrs, tag
+        assert tag != "link", attrs
+        if tag == "a":
+            href = attrs.get("href") or ""
+            assert href.startswith(("#", "https://pytorch.org/")), href
+    assert "@import" not in text and not re.search(r"url\((?!#)", text)  # local refs only
+    assert "fetch(" not in text and "XMLHttpRequest" not in text
+
+
+def test_writing_replaces_the_file_whole(tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    out.write_text("old report")
+    size = write_html(sample_profile(), out)
+    assert out.stat().st_size == size > 10_000
+    assert out.read_text(encoding="utf-8") == render_html(sample_profile())
+    assert [p.name for p in tmp_path.iterdir()] == ["report.html"]  # no temporary left
