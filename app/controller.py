@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from profiler.live import LiveProfile
 from profiler.model import Profile
 from profiler.recorder.host import spec_to_json
 from profiler.recorder.session import ExitStatus
+from profiler.runtime import recorder_host_command
 
 # Run the host from the folder holding the profiler package: `-m` puts the working
 # directory first on sys.path, and the app's own working directory may hold anything.
@@ -52,7 +52,7 @@ class RunController:
     def start(self) -> None:
         """Start the recording process; raises OSError when the run cannot be launched."""
         self.host = subprocess.Popen(
-            [sys.executable, "-m", "profiler.recorder.host"],
+            recorder_host_command(),
             cwd=PACKAGE_PARENT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import sys
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
@@ -31,6 +30,7 @@ from PySide6.QtWidgets import (
 from app.settings import ScriptSetup
 from profiler.launch import DEFAULT_INTERVAL_MS, RunSpec
 from profiler.preflight import Problem, check_run
+from profiler.runtime import default_python
 
 
 class SetupError(ValueError):
@@ -57,7 +57,7 @@ class RunSetupPanel(QWidget):
         self.python = QComboBox()
         self.python.setEditable(True)
         self.python.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
-        self.python.addItem(sys.executable)
+        self.python.addItem(default_python())
         self.env = QPlainTextEdit()
         self.env.setPlaceholderText("KEY=VALUE, one per line (added to memsight's environment)")
         self.env.setMaximumHeight(70)
@@ -124,7 +124,7 @@ class RunSetupPanel(QWidget):
             self.add_python(setup.python)
             self.python.setCurrentText(setup.python)
         else:
-            self.python.setCurrentText(sys.executable)
+            self.python.setCurrentText(default_python())
         self.env.setPlainText(setup.env)
         self.interval.setValue(setup.interval_ms)
         self.hooks.setChecked(setup.hooks)
@@ -170,7 +170,7 @@ class RunSetupPanel(QWidget):
             args=args,
             module=module,
             cwd=cwd,
-            python=self.python.currentText().strip() or sys.executable,
+            python=self.python.currentText().strip() or default_python(),
             env=env,
             interval_ms=self.interval.value(),
             hooks=self.hooks.isChecked(),

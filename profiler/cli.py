@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import profiler
 from profiler.launch import DEFAULT_INTERVAL_MS, RunSpec
 from profiler.preflight import MIN_INTERVAL_MS
+from profiler.runtime import default_python
 from profiler.storage import ProfileError, load_profile
 from profiler.summary import format_text, summarize, to_json
 from profiler.units import format_bytes, format_duration, parse_bytes
@@ -142,7 +143,7 @@ def split_run_args(argv: Sequence[str]) -> tuple[list[str], str | None, bool, li
 
 def _resolve_python(value: str | None) -> str:
     if value is None:
-        return sys.executable
+        return default_python()
     path = shutil.which(value) if os.sep not in value else value
     if path is None or not os.path.isfile(path):
         raise UsageError(f"--python: no such interpreter: {value}")

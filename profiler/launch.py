@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from profiler.runtime import default_python
 
 AGENT_ENV = "MEMSIGHT_AGENT"
 DEFAULT_INTERVAL_MS = 10.0
@@ -26,7 +27,7 @@ class RunSpec:
     args: tuple[str, ...] = ()
     module: bool = False
     cwd: str = field(default_factory=os.getcwd)
-    python: str = sys.executable
+    python: str = field(default_factory=default_python)
     env: Mapping[str, str] | None = None  # the target's whole environment; None: inherit ours
     interval_ms: float = DEFAULT_INTERVAL_MS
     hooks: bool = True

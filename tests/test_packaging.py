@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import tomllib
 
 from tests.support import ROOT
@@ -15,3 +17,49 @@ def test_every_package_in_the_tree_is_listed_in_pyproject() -> None:
     }
     assert found <= listed
     assert config["package-dir"]["memsight_resources"] == "resources"
+
+
+def test_the_desktop_entry_names_the_app_and_an_icon_that_exists() -> None:
+    import configparser
+
+    entry = configparser.ConfigParser(interpolation=None)
+    entry.optionxform = str  # type: ignore[assignment,method-assign]
+    entry.read(ROOT / "resources" / "memsight.desktop")
+    desktop = entry["Desktop Entry"]
+    assert desktop["Type"] == "Application" and desktop["Name"] == "memsight"
+    assert desktop["Exec"] == "memsight %f" and desktop["Icon"] == "memsight"
+    assert "application/x-memsight-profile" in desktop["MimeType"]
+    icons = ROOT / "resources" / "icons"
+    for size in (16, 24, 32, 48, 64, 128, 256, 512):
+        png = (icons / f"memsight-{size}.png").read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n"
+        width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+        assert (width, height) == (size, size)
+    import xml.etree.ElementTree as ET
+
+    assert ET.parse(icons / "memsight.svg").getroot().tag.endswith("svg")
+    mime = ET.parse(ROOT / "resources" / "mime" / "memsight.xml").getroot()
+    assert "*.memsight" in ET.tostring(mime).decode()
+
+
+def test_install_sh_puts_the_entry_where_desktops_look(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = dict(
+        os.environ, PREFIX=str(tmp_path), PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}"
+    )
+    done = subprocess.run(
+        [str(ROOT / "packaging" / "install.sh")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    entry = (tmp_path / "share" / "applications" / "memsight.desktop").read_text()
+    memsight = Path(sys.executable).parent / "memsight"
+    assert f'Exec="{memsight}" %f' in entry
+    assert (tmp_path / "share" / "icons" / "hicolor" / "48x48" / "apps" / "memsight.png").is_file()
+    assert (tmp_path / "share" / "mime" / "packages" / "memsight.xml").is_file()
