@@ -26,10 +26,8 @@ from __future__ import annotations
 
 import argparse
 import functools
-import os
 import statistics
 import sys
-import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -37,8 +35,8 @@ from typing import Any
 
 from _common import WORKLOADS, print_table, write_result
 
-from profiler import protocol
 from profiler.agent import instrument
+from profiler.agent.outbox import Outbox
 
 NAME = "hook_cost"
 
@@ -85,41 +83,12 @@ def parse_args() -> argparse.Namespace:
     return p.parse_args()
 
 
-class StandInAgent:
-    """What profiler.agent.client.Agent does in the script's thread, without a socket."""
+class StandInAgent(Outbox):
+    """The agent as the script's threads see it (its outbox), with no recorder behind it."""
 
     def __init__(self) -> None:
-        self.pid = os.getpid()
-        self._lock = threading.Lock()
-        self._events: list[dict[str, Any]] = []
-        self._rows = {schema.id: bytearray() for schema in protocol.AGENT_TABLES}
-        self._names: dict[str, int] = {}
-        self._closed = False
+        super().__init__()
         self.errors: list[tuple[str, str]] = []
-
-    def event(self, type_: str, t: int | None = None, **data: Any) -> None:
-        if self._closed or os.getpid() != self.pid:
-            return
-        data["t"] = time.monotonic_ns() if t is None else t
-        data["type"] = type_
-        with self._lock:
-            self._events.append(data)
-
-    def row(self, schema: protocol.TableSchema, values: tuple[int, ...]) -> None:
-        if self._closed or os.getpid() != self.pid:
-            return
-        packed = schema.row.pack(*values)
-        with self._lock:
-            self._rows[schema.id] += packed
-
-    def name_id(self, name: str) -> int:
-        known = self._names.get(name)
-        if known is not None:
-            return known
-        with self._lock:
-            known = self._names[name] = len(self._names) + 1
-        self.event("name", id=known, name=name)
-        return known
 
     def error(self, where: str, exc: BaseException) -> None:
         self.errors.append((where, repr(exc)))

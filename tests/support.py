@@ -1,4 +1,9 @@
-"""Helpers for end-to-end tests: write a script, run it under memsight and under plain python."""
+"""Helpers for end-to-end tests: write a script, run it under memsight and under plain python,
+and wait for what a run leaves on disk.
+
+Nothing here sleeps and hopes: every wait polls a condition every POLL_S up to a deadline.
+Helpers for processes and terminals are in tests/processes.py.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +11,17 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from profiler.model import Profile
-from profiler.storage import load_profile
+from profiler.storage import ProfileError, load_profile
+
+T = TypeVar("T")
+POLL_S = 0.02
 
 PYTHON = sys.executable
 ROOT = Path(__file__).resolve().parent.parent
@@ -101,6 +112,29 @@ def run_memsight(
     return result
 
 
+def memsight_command(*args: str | os.PathLike[str]) -> list[str]:
+    return [*MEMSIGHT, *(os.fspath(a) for a in args)]
+
+
+def run_cli(
+    *args: str | os.PathLike[str],
+    cwd: Path,
+    env: dict[str, str] | None = None,
+    timeout: float = 60,
+) -> Completed:
+    """`memsight ARGS...` to completion, stdin closed, output captured."""
+    proc = subprocess.run(
+        memsight_command(*args),
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=env or child_env(),
+        timeout=timeout,
+    )
+    return Completed(proc.returncode, proc.stdout, proc.stderr)
+
+
 def run_plain(
     args: list[str],
     cwd: Path,
@@ -110,3 +144,49 @@ def run_plain(
 ) -> Completed:
     """`python ARGS...` in `cwd`, the reference a memsight run must match."""
     return _run([PYTHON, *args], cwd, stdin, env, timeout)
+
+
+def one_line(text: str) -> bool:
+    return "\n" not in text.rstrip("\n") and text.strip() != ""
+
+
+def wait_until(condition: Callable[[], T], timeout: float = 10.0, what: str = "the condition") -> T:
+    """Poll `condition` every POLL_S until it returns something truthy; return that value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(POLL_S)
+
+
+def try_load(path: Path) -> Profile | None:
+    """The profile as it stands on disk now, or None while it holds too little to load."""
+    try:
+        return load_profile(path)
+    except ProfileError:
+        return None
+
+
+def ram_seconds(profile: Profile | None) -> float:
+    """Seconds (since t0) of the last ram sample in `profile`; -1 when there is none."""
+    if profile is None or profile.ram is None or not len(profile.ram):
+        return -1.0
+    return float(profile.ram.t[-1])
+
+
+def wait_for_samples(path: Path, seconds: float, timeout: float = 15.0) -> Profile:
+    """Wait until the profile file on disk holds ram samples reaching `seconds` after t0."""
+
+    def enough() -> Profile | None:
+        profile = try_load(path)
+        return profile if ram_seconds(profile) >= seconds else None
+
+    return wait_until(enough, timeout, f"{seconds} s of samples in {path.name}")
+
+
+def seconds_since_t0(profile: Profile, monotonic_ns: int) -> float:
+    assert profile.info.t0_ns is not None
+    return (monotonic_ns - profile.info.t0_ns) / 1e9

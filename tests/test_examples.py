@@ -14,7 +14,7 @@ import pytest
 
 from examples.catalog import Example, examples
 from profiler.diagnosis import diagnose
-from tests.support import MEMSIGHT, _run, child_env, run_memsight
+from tests.support import run_cli, run_memsight
 
 CPU_EXAMPLES = examples()
 
@@ -46,9 +46,7 @@ def check_example(example: Example, tmp_path: Path) -> None:
     assert found == example.expect, details
     if not example.expect:
         return
-    report = _run(
-        [*MEMSIGHT, "report", "--json", str(result.profile_path)], tmp_path, None, child_env(), 60
-    )
+    report = run_cli("report", "--json", str(result.profile_path), cwd=tmp_path)
     assert report.returncode == 0, report.stderr
     reported = json.loads(report.stdout)["findings"]
     assert {f["rule"] for f in reported} == example.expect

@@ -19,7 +19,7 @@ import pytest
 from profiler import protocol
 from profiler.model import DeviceInfo, Profile
 from profiler.storage import FILE_HEADER, FORMAT_VERSION, ProfileError, file_header, load_profile
-from tests.helpers import run_memsight, write_script
+from tests.support import run_cli, write_script
 
 TINY_SCRIPT = """\
 import time
@@ -40,7 +40,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     folder = tmp_path_factory.mktemp("recorded")
     script = write_script(folder, "tiny.py", TINY_SCRIPT)
     out = folder / "tiny.memsight"
-    result = run_memsight("run", "-o", out, script, cwd=folder)
+    result = run_cli("run", "-o", out, script, cwd=folder)
     assert result.returncode == 0, result.stderr
     return out.read_bytes()
 
@@ -466,7 +466,7 @@ def test_memsight_report_on_a_bad_file_prints_one_error_line_and_exits_1(
     # Given a bad profile file (its name has a space in it)
     path = _bad_files(tmp_path, recorded)[case]
     # When `memsight report` is asked to read it
-    result = run_memsight("report", path, cwd=tmp_path)
+    result = run_cli("report", path, cwd=tmp_path)
     # Then it prints exactly one line, naming the file, and exits 1 without a traceback
     assert result.returncode == 1
     assert result.stdout == ""
@@ -479,7 +479,7 @@ def test_memsight_report_on_a_bad_file_prints_one_error_line_and_exits_1(
 
 def test_memsight_report_json_on_a_bad_file_prints_no_json(tmp_path: Path) -> None:
     path = write(tmp_path, b"not a profile at all")
-    result = run_memsight("report", "--json", path, cwd=tmp_path)
+    result = run_cli("report", "--json", path, cwd=tmp_path)
     assert result.returncode == 1
     assert result.stdout == ""
     assert result.stderr.startswith("memsight: error: ") and str(path) in result.stderr

@@ -24,7 +24,7 @@ from profiler.recorder import server as server_mod
 from profiler.recorder.server import RECORDER_EVENTS, AgentServer
 from profiler.recorder.session import Recording
 from profiler.storage import load_profile
-from tests.helpers import try_load, wait_until, write_script
+from tests.support import try_load, wait_until, write_script
 
 TOKEN = "the-one-time-token-of-this-run"
 TIMEOUT_S = 10.0

@@ -22,16 +22,12 @@ import pytest
 from profiler.launch import RunSpec
 from profiler.recorder.session import Recording
 from profiler.storage import load_profile
-from tests.helpers import (
-    PtyProcess,
-    is_running,
-    kill_quietly,
-    killpg_quietly,
+from tests.processes import PtyProcess, is_running, kill_quietly, killpg_quietly, wait_gone
+from tests.support import (
     memsight_command,
-    run_memsight,
+    run_cli,
     seconds_since_t0,
     wait_for_samples,
-    wait_gone,
     wait_until,
     write_script,
 )
@@ -154,23 +150,31 @@ def test_sigkill_of_the_recorder_leaves_a_loadable_profile(tmp_path: Path) -> No
 # -- Ctrl+C in a real terminal -------------------------------------------------------------------
 
 
-def test_ctrl_c_interrupts_the_target_and_memsight_exits_130(tmp_path: Path) -> None:
-    # Given `memsight run` in a terminal, with the target looping
-    script = write_script(tmp_path, "loop.py", HOLD_MEMORY_AND_SLEEP)
-    out = tmp_path / "loop.memsight"
-    term = PtyProcess(memsight_command("run", "-o", out, script), cwd=tmp_path)
+def press_ctrl_c_once_ready(script: Path, out: Path, cwd: Path) -> tuple[int, bytes]:
+    """`memsight run -o OUT SCRIPT` in a real terminal; Ctrl+C once the target printed "ready".
+
+    Returns memsight's exit status and everything the terminal showed."""
+    term = PtyProcess(memsight_command("run", "-o", out, script), cwd=cwd)
     try:
         term.wait_for_output(b"ready")
-
-        # When the user presses Ctrl+C
         term.send(b"\x03")
         code = term.wait()
     finally:
         term.close()
+    return code, term.output
+
+
+def test_ctrl_c_interrupts_the_target_and_memsight_exits_130(tmp_path: Path) -> None:
+    # Given `memsight run` in a terminal, with the target looping
+    script = write_script(tmp_path, "loop.py", HOLD_MEMORY_AND_SLEEP)
+    out = tmp_path / "loop.memsight"
+
+    # When the user presses Ctrl+C
+    code, shown = press_ctrl_c_once_ready(script, out, tmp_path)
 
     # Then the target got a KeyboardInterrupt, whose traceback was shown
-    assert b"Traceback" in term.output
-    assert b"KeyboardInterrupt" in term.output
+    assert b"Traceback" in shown
+    assert b"KeyboardInterrupt" in shown
     # And memsight exits as a shell reports death by SIGINT
     assert code == 128 + signal.SIGINT
     # And the profile is complete and records the signal and the traceback
@@ -201,18 +205,12 @@ def test_ctrl_c_handled_by_the_target_gives_its_own_exit_status(tmp_path: Path) 
         """,
     )
     out = tmp_path / "graceful.memsight"
-    term = PtyProcess(memsight_command("run", "-o", out, script), cwd=tmp_path)
-    try:
-        term.wait_for_output(b"ready")
 
-        # When the user presses Ctrl+C
-        term.send(b"\x03")
-        code = term.wait()
-    finally:
-        term.close()
+    # When the user presses Ctrl+C
+    code, shown = press_ctrl_c_once_ready(script, out, tmp_path)
 
     # Then memsight exits with the target's own status
-    assert b"saving a checkpoint" in term.output
+    assert b"saving a checkpoint" in shown
     assert code == 0
     profile = load_profile(out)
     assert profile.complete
@@ -314,7 +312,7 @@ def test_memsight_exits_with_the_targets_status_and_records_it(
     out = tmp_path / "ending.memsight"
 
     # When it runs under memsight
-    result = run_memsight("run", "-o", out, script, cwd=tmp_path)
+    result = run_cli("run", "-o", out, script, cwd=tmp_path)
 
     # Then memsight's exit status is the one a shell would report for the target
     assert result.returncode == shell_code, result.stderr

@@ -157,7 +157,7 @@ def test_the_gui_starts_from_the_installed_wheel(installed: Path, tmp_path: Path
     try:
         from tests.gui.test_launch import _wait_for_setting
 
-        _wait_for_setting(gui, home, str(profile.resolve()))  # type: ignore[arg-type]
+        _wait_for_setting(gui, home, str(profile.resolve()))
     finally:
         gui.terminate()
         gui.wait(10)

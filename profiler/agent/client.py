@@ -13,11 +13,12 @@ import socket
 import sys
 import threading
 import time
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict
 
 from .. import protocol
-from ..protocol import AGENT_TABLES, GPU_TABLE, TableSchema, encode_json_frame
+from ..protocol import AGENT_TABLES, GPU_TABLE, encode_json_frame
 from . import oom
+from .outbox import Outbox
 from .runner import format_traceback
 
 FLUSH_S = 0.1
@@ -39,24 +40,20 @@ def start_agent(config: Dict[str, Any]) -> "Agent":
     return agent
 
 
-class Agent:
+class Agent(Outbox):
+    """The outbox, sent to the recorder by a background thread that also samples CUDA."""
+
     def __init__(
         self, host: str, port: int, token: str, interval_s: float, hooks: bool = True
     ) -> None:
-        self.pid = os.getpid()
+        super().__init__()
         self.interval_s = interval_s
         self.hooks = hooks
         self.instrumentation: Any = None  # instrument.Instrumentation once torch is imported
         self._watcher: Any = None
         self._reader: Any = None
         self._exception_ids = 0
-        self._lock = threading.Lock()
-        self._events: List[Dict[str, Any]] = []
-        self._rows: Dict[int, bytearray] = {schema.id: bytearray() for schema in AGENT_TABLES}
-        self._names: Dict[str, int] = {}
         self._stop = threading.Event()
-        self._closed = False
-        self._errors: Set[str] = set()
         self._torch: Any = None
         self._cuda: Any = None  # CudaSampler once the script initialised CUDA
         self._sock = socket.create_connection((host, port), timeout=10)
@@ -89,43 +86,6 @@ class Agent:
         atexit.register(self.close)
 
     # -- API used from the target's threads -------------------------------------------------
-
-    def event(self, type_: str, t: Optional[int] = None, **data: Any) -> None:
-        if self._closed or os.getpid() != self.pid:
-            return
-        data["t"] = time.monotonic_ns() if t is None else t
-        data["type"] = type_
-        with self._lock:
-            self._events.append(data)
-
-    def row(self, schema: TableSchema, values: Tuple[int, ...]) -> None:
-        """Queue one row of an agent table (cheaper than an event at high rates)."""
-        if self._closed or os.getpid() != self.pid:
-            return
-        packed = schema.row.pack(*values)
-        with self._lock:
-            self._rows[schema.id] += packed
-
-    def name_id(self, name: str) -> int:
-        """A small number standing for `name` in table rows; announced once by a "name" event."""
-        known = self._names.get(name)
-        if known is not None:
-            return known
-        with self._lock:
-            known = self._names.get(name)
-            fresh = known is None
-            if known is None:
-                known = self._names[name] = len(self._names) + 1
-        if fresh:
-            self.event("name", id=known, name=name)
-        return known
-
-    def error(self, where: str, exc: BaseException) -> None:
-        """Report an agent failure once per place; the script is never disturbed."""
-        if where in self._errors:
-            return
-        self._errors.add(where)
-        self.event("agent_error", where=where, error="%s: %s" % (type(exc).__name__, exc))
 
     def report_exception(self, exc: BaseException, where: str, uncaught: bool = False) -> None:
         """Record an out-of-memory error (any error when `uncaught`), once per exception.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.support import MEMSIGHT, _run, child_env, run_memsight, write_script
+from tests.support import Completed, run_cli, run_memsight, write_script
 
 
 def _recorded(tmp_path: Path) -> Path:
@@ -18,8 +18,8 @@ def _recorded(tmp_path: Path) -> Path:
     return result.profile_path
 
 
-def report(tmp_path: Path, *args: str):  # type: ignore[no-untyped-def]
-    return _run([*MEMSIGHT, "report", *args], tmp_path, None, child_env(), 60)
+def report(tmp_path: Path, *args: str) -> Completed:
+    return run_cli("report", *args, cwd=tmp_path)
 
 
 def test_html_is_written_and_said(tmp_path: Path) -> None:

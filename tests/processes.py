@@ -1,7 +1,5 @@
-"""Helpers for the reliability tests: real scripts, real processes, real profile files.
-
-Nothing here sleeps and hopes: every wait polls a condition every POLL_S up to a deadline.
-"""
+"""Helpers for tests that drive processes: their state in /proc, killing them, and a
+pseudo-terminal that delivers a real Ctrl+C."""
 
 from __future__ import annotations
 
@@ -10,89 +8,13 @@ import os
 import pty
 import signal
 import subprocess
-import sys
 import termios
-import textwrap
 import threading
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from profiler.model import Profile
-from profiler.storage import ProfileError, load_profile
-
-POLL_S = 0.02
-MEMSIGHT = [sys.executable, "-m", "profiler.cli"]
-
-T = TypeVar("T")
-
-
-def write_script(folder: Path, name: str, source: str) -> Path:
-    path = folder / name
-    path.write_text(textwrap.dedent(source))
-    return path
-
-
-def memsight_command(*args: str | os.PathLike[str]) -> list[str]:
-    return [*MEMSIGHT, *(os.fspath(a) for a in args)]
-
-
-def run_memsight(
-    *args: str | os.PathLike[str], cwd: Path, timeout: float = 30.0
-) -> subprocess.CompletedProcess[str]:
-    """Run `memsight ARGS...` to completion, capturing its output."""
-    return subprocess.run(
-        memsight_command(*args),
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-
-
-def wait_until(condition: Callable[[], T], timeout: float = 10.0, what: str = "the condition") -> T:
-    """Poll `condition` every POLL_S until it returns something truthy; return that value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(POLL_S)
-
-
-def try_load(path: Path) -> Profile | None:
-    """The profile as it stands on disk now, or None while it holds too little to load."""
-    try:
-        return load_profile(path)
-    except ProfileError:
-        return None
-
-
-def ram_seconds(profile: Profile | None) -> float:
-    """Seconds (since t0) of the last ram sample in `profile`; -1 when there is none."""
-    if profile is None or profile.ram is None or not len(profile.ram):
-        return -1.0
-    return float(profile.ram.t[-1])
-
-
-def wait_for_samples(path: Path, seconds: float, timeout: float = 15.0) -> Profile:
-    """Wait until the profile file on disk holds ram samples reaching `seconds` after t0."""
-
-    def enough() -> Profile | None:
-        profile = try_load(path)
-        return profile if ram_seconds(profile) >= seconds else None
-
-    return wait_until(enough, timeout, f"{seconds} s of samples in {path.name}")
-
-
-def seconds_since_t0(profile: Profile, monotonic_ns: int) -> float:
-    assert profile.info.t0_ns is not None
-    return (monotonic_ns - profile.info.t0_ns) / 1e9
+from tests.support import wait_until
 
 
 def process_state(pid: int) -> str | None:
@@ -128,10 +50,6 @@ def killpg_quietly(pgid: int | None, sig: int = signal.SIGKILL) -> None:
     if pgid is not None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, sig)
-
-
-def one_line(text: str) -> bool:
-    return "\n" not in text.rstrip("\n") and text.strip() != ""
 
 
 class PtyProcess:
