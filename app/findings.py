@@ -23,27 +23,16 @@ from PySide6.QtWidgets import (
 )
 
 from profiler.diagnosis import Diagnosis, Finding, diagnose, get_fix
+from profiler.diagnosis.finding import SEVERITY_LABELS, severity_counts
 from profiler.model import Profile
 from profiler.summary import summarize
 from profiler.units import format_bytes, format_duration
 
 SEVERITY_COLORS = {"critical": "#d64545", "warning": "#e08a1e", "info": "#3f86d1"}
-SEVERITY_LABELS = {"critical": "Critical", "warning": "Warning", "info": "Info"}
 
 
 def _e(text: object) -> str:
     return html.escape(str(text))
-
-
-def _span_text(finding: Finding) -> str:
-    e = finding.evidence
-    text = format_duration(e.start_s)
-    if e.end_s - e.start_s >= 0.01:
-        text += f" to {format_duration(e.end_s)}"
-    if e.iterations:
-        first, last = e.iterations
-        text += f", iteration {first}" if first == last else f", iterations {first} to {last}"
-    return text
 
 
 def finding_html(finding: Finding) -> str:
@@ -53,7 +42,7 @@ def finding_html(finding: Finding) -> str:
         f"<p style='margin-top:2px'><b style='color:{color}'>"
         f"{SEVERITY_LABELS[finding.severity]}</b> &middot; <code>{_e(finding.rule)}</code></p>",
         f"<p><b>Evidence:</b> {_e(finding.evidence.text)}<br>"
-        f"<span style='color:gray'>{_e(_span_text(finding))}</span></p>",
+        f"<span style='color:gray'>{_e(finding.evidence.where())}</span></p>",
         f"<p>{_e(finding.explanation)}</p>",
         "<h4>Fixes, most likely to help first</h4>",
     ]
@@ -173,11 +162,7 @@ class FindingsPanel(QWidget):
         if not findings:
             self.header.setText(f"No problems found{state}")
             return
-        counts = ", ".join(
-            f"{n} {sev}"
-            for sev in ("critical", "warning", "info")
-            if (n := sum(f.severity == sev for f in findings))
-        )
+        counts = severity_counts(findings)
         self.header.setText(f"{len(findings)} finding{'s' * (len(findings) != 1)}: {counts}{state}")
 
     def _show_details(self) -> None:

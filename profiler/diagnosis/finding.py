@@ -6,8 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from profiler.units import format_duration
+
 Severity = Literal["critical", "warning", "info"]
 SEVERITY_ORDER: dict[str, int] = {"critical": 0, "warning": 1, "info": 2}
+SEVERITY_LABELS: dict[str, str] = {"critical": "Critical", "warning": "Warning", "info": "Info"}
 Plot = Literal["ram", "gpu"]
 
 
@@ -21,6 +24,16 @@ class Evidence:
     plot: Plot | None = None  # the timeline the evidence is on
     iterations: tuple[int, int] | None = None  # first and last optimizer step involved
     numbers: Mapping[str, float | int | str | None] = field(default_factory=dict)
+
+    def where(self) -> str:
+        """The span in words: "1.73 s to 1.99 s, iterations 5 to 6"."""
+        text = format_duration(self.start_s)
+        if self.end_s - self.start_s >= 0.01:
+            text += f" to {format_duration(self.end_s)}"
+        if self.iterations:
+            first, last = self.iterations
+            text += f", iteration {first}" if first == last else f", iterations {first} to {last}"
+        return text
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -45,3 +58,12 @@ class Finding:
     @property
     def rank(self) -> tuple[int, float]:
         return SEVERITY_ORDER[self.severity], self.evidence.start_s
+
+
+def severity_counts(findings: list[Finding]) -> str:
+    """Counts like "1 critical, 2 warning", for the severities present, most severe first."""
+    return ", ".join(
+        f"{n} {severity}"
+        for severity in SEVERITY_ORDER
+        if (n := sum(f.severity == severity for f in findings))
+    )

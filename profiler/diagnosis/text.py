@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 
 from profiler.diagnosis import Diagnosis, Finding, get_fix
-from profiler.units import format_duration
+from profiler.diagnosis.finding import severity_counts
 
 WIDTH = 96
 INDENT = "    "
@@ -15,20 +15,9 @@ def _wrap(text: str, indent: str) -> list[str]:
     return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent)
 
 
-def _where(finding: Finding) -> str:
-    e = finding.evidence
-    span = format_duration(e.start_s)
-    if e.end_s - e.start_s >= 0.01:
-        span += f" to {format_duration(e.end_s)}"
-    if e.iterations:
-        first, last = e.iterations
-        span += f", iteration {first}" if first == last else f", iterations {first} to {last}"
-    return span
-
-
 def format_finding(finding: Finding, number: int, snippets: bool = True) -> list[str]:
     lines = [f"{number}. [{finding.severity.upper()}] {finding.title}  ({finding.rule})"]
-    lines += _wrap(f"Evidence: {finding.evidence.text} (at {_where(finding)})", INDENT)
+    lines += _wrap(f"Evidence: {finding.evidence.text} (at {finding.evidence.where()})", INDENT)
     lines += _wrap(f"Why: {finding.explanation}", INDENT)
     lines.append(f"{INDENT}Fixes, most likely to help first:")
     for rank, fix_id in enumerate(finding.fixes, 1):
@@ -45,12 +34,7 @@ def format_finding(finding: Finding, number: int, snippets: bool = True) -> list
 def format_findings(diagnosis: Diagnosis) -> str:
     findings = diagnosis.findings
     if findings:
-        counts = ", ".join(
-            f"{n} {sev}"
-            for sev in ("critical", "warning", "info")
-            if (n := sum(f.severity == sev for f in findings))
-        )
-        lines = [f"Findings ({counts})", ""]
+        lines = [f"Findings ({severity_counts(findings)})", ""]
         for i, finding in enumerate(findings, 1):
             lines += [*format_finding(finding, i), ""]
     else:

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from profiler.diagnosis import Diagnosis, get_fix
+from profiler.diagnosis.finding import SEVERITY_LABELS
 from profiler.diagnosis.signals import ram_capacity
 from profiler.model import Profile
 from profiler.protocol import STDERR
@@ -22,7 +23,6 @@ from profiler.units import format_bytes, format_duration
 CHART_BUCKETS = 1500  # points per series: 2 per bucket, about one per pixel of a wide chart
 MAX_MARKERS = 2000  # iteration ticks drawn; beyond that every k-th step
 OUTPUT_TAIL_LINES = 200
-SEVERITY_LABELS = {"critical": "Critical", "warning": "Warning", "info": "Info"}
 
 
 def _series(
@@ -111,12 +111,6 @@ def _findings(diagnosis: Diagnosis) -> list[dict[str, Any]]:
     out = []
     for number, finding in enumerate(diagnosis.findings, 1):
         e = finding.evidence
-        span = format_duration(e.start_s)
-        if e.end_s - e.start_s >= 0.01:
-            span += f" to {format_duration(e.end_s)}"
-        if e.iterations:
-            first, last = e.iterations
-            span += f", iteration {first}" if first == last else f", iterations {first} to {last}"
         out.append(
             {
                 "number": number,
@@ -126,7 +120,7 @@ def _findings(diagnosis: Diagnosis) -> list[dict[str, Any]]:
                 "title": finding.title,
                 "explanation": finding.explanation,
                 "evidence": e.text,
-                "span": span,
+                "span": e.where(),
                 "start": round(e.start_s, 4),
                 "end": round(e.end_s, 4),
                 "plot": e.plot,
