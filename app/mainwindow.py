@@ -172,6 +172,7 @@ class MainWindow(QMainWindow):
         view_menu.addSeparator()
         view_menu.addAction(self.setup_dock.toggleViewAction())
         view_menu.addAction(self.console_dock.toggleViewAction())
+        view_menu.addAction(self.findings_dock.toggleViewAction())
         self.console_find = self._action(
             "&Find in Output", QKeySequence.StandardKey.Find, self._focus_find
         )

@@ -40,11 +40,14 @@ usage:
   memsight FILE                            open a script (.py) or a saved profile in the app
   memsight run [options] SCRIPT [ARGS...]  record a run headless
   memsight run [options] -m MODULE [ARGS...]
-  memsight report PROFILE [--json]         summarize a saved profile
+  memsight report PROFILE [--html OUT.html] [--json]
+                                           what went wrong and how to fix it, peaks, the
+                                           run's end; --html writes a self-contained page
 
 `memsight run` runs the script exactly as `python SCRIPT ARGS...` would (same argv, working
 directory, stdin, environment and exit status) while recording RAM and GPU memory to a
-profile file. `memsight COMMAND --help` describes each command.
+profile file, then diagnoses it (docs/rules.md). `memsight COMMAND --help` describes each
+command.
 
 options:
   -h, --help     show this help and exit
