@@ -31,6 +31,7 @@ from app.settings import ScriptSetup
 from profiler.launch import DEFAULT_INTERVAL_MS, RunSpec
 from profiler.preflight import Problem, check_run
 from profiler.runtime import default_python
+from profiler.units import parse_bytes
 
 
 class SetupError(ValueError):
@@ -66,6 +67,12 @@ class RunSetupPanel(QWidget):
         self.interval.setDecimals(1)
         self.interval.setSuffix(" ms")
         self.interval.setValue(DEFAULT_INTERVAL_MS)
+        self.ram_budget = QLineEdit()
+        self.ram_budget.setPlaceholderText("optional, e.g. 6 GiB: warn when the run nears it")
+        self.ram_budget.setToolTip(
+            "The RAM the run must fit in (the machine it will run on, say). The near-capacity "
+            "finding warns when the peak comes within 10 % of it."
+        )
         self.hooks = QCheckBox("PyTorch instrumentation (iterations, phases, OOM details)")
         self.hooks.setChecked(True)
         self.problems = QLabel("")
@@ -86,6 +93,7 @@ class RunSetupPanel(QWidget):
         form.addRow("Python", self._with_button(self.python, self._browse_python))
         form.addRow("Environment", self.env)
         form.addRow("Sample every", self.interval)
+        form.addRow("RAM budget", self.ram_budget)
         form.addRow("", self.hooks)
         buttons = QHBoxLayout()
         buttons.addWidget(self.run_button)
@@ -128,6 +136,7 @@ class RunSetupPanel(QWidget):
         self.env.setPlainText(setup.env)
         self.interval.setValue(setup.interval_ms)
         self.hooks.setChecked(setup.hooks)
+        self.ram_budget.setText(setup.ram_budget)
         self.problems.clear()
 
     def setup(self) -> ScriptSetup:
@@ -138,6 +147,7 @@ class RunSetupPanel(QWidget):
             env=self.env.toPlainText(),
             interval_ms=self.interval.value(),
             hooks=self.hooks.isChecked(),
+            ram_budget=self.ram_budget.text().strip(),
         )
 
     def add_python(self, path: str) -> None:
@@ -165,6 +175,12 @@ class RunSetupPanel(QWidget):
             if not sep or not key.strip():
                 raise SetupError("env", f"Environment line {number} is not KEY=VALUE.")
             env[key.strip()] = value
+        budget = None
+        if self.ram_budget.text().strip():
+            try:
+                budget = parse_bytes(self.ram_budget.text())
+            except ValueError as exc:
+                raise SetupError("ram_budget", f"RAM budget: {exc}.") from None
         return RunSpec(
             target=target,
             args=args,
@@ -174,6 +190,7 @@ class RunSetupPanel(QWidget):
             env=env,
             interval_ms=self.interval.value(),
             hooks=self.hooks.isChecked(),
+            ram_budget_bytes=budget,
         )
 
     def validate(self) -> RunSpec | None:
@@ -196,6 +213,7 @@ class RunSetupPanel(QWidget):
             "args": self.args,
             "env": self.env,
             "interval": self.interval,
+            "ram_budget": self.ram_budget,
         }
         for name, widget in fields.items():
             bad = any(p.setting == name for p in problems)

@@ -21,6 +21,7 @@ class ScriptSetup:
     env: str = ""  # KEY=VALUE lines
     interval_ms: float = 10.0
     hooks: bool = True
+    ram_budget: str = ""  # as typed, e.g. "6 GiB"; empty: none
 
 
 @dataclass

@@ -51,6 +51,8 @@ def test_dash_m_without_a_module_is_a_usage_error() -> None:
         (["run", "--python", "/no/such/python", "t.py"], "--python: no such interpreter"),
         (["run", "--out", "/no/such/dir/x.memsight", "t.py"], "--out: no such directory"),
         (["run", "-", "x"], "standard input is not supported"),
+        (["run", "--ram-budget", "lots", "t.py"], "--ram-budget: not a size: 'lots'"),
+        (["run", "--ram-budget", "0", "t.py"], "--ram-budget: not a positive size"),
         (["--bogus"], "unknown option --bogus"),
     ],
 )
@@ -68,6 +70,16 @@ def test_bad_input_gets_one_clear_line_and_exit_status_2(
     assert err.startswith("memsight: error: ") and message in err
     assert err.count("\n") == 1
     assert not list(tmp_path.glob("*.memsight"))
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [("512MiB", 512 * 2**20), ("1.5 GiB", 3 * 2**29), ("2g", 2 * 2**30), ("1048576", 2**20)],
+)
+def test_ram_budget_sizes_read_as_binary_units(text: str, size: int) -> None:
+    from profiler.units import parse_bytes
+
+    assert parse_bytes(text) == size
 
 
 def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:

@@ -17,10 +17,13 @@ from tests.support import write_script
 RUN_TIMEOUT_MS = 60_000
 
 
-def run_to_end(qtbot, window: MainWindow, script: Path, args: str = "", env: str = "") -> None:
+def run_to_end(
+    qtbot, window: MainWindow, script: Path, args: str = "", env: str = "", ram_budget: str = ""
+) -> None:
     window.open_script(str(script))
     window.setup_panel.args.setText(args)
     window.setup_panel.env.setPlainText(env)
+    window.setup_panel.ram_budget.setText(ram_budget)
     window.start_run()
     assert window.controller is not None, window.setup_panel.problems.text()
     qtbot.waitUntil(
@@ -172,18 +175,25 @@ def test_invalid_setup_is_explained_before_anything_runs(
     window.start_run()
     assert window.controller is None
     assert window.setup_panel.problems.text() == "Environment line 1 is not KEY=VALUE."
+    window.setup_panel.env.setPlainText("")
+    window.setup_panel.ram_budget.setText("lots")
+    window.start_run()
+    assert window.controller is None
+    assert window.setup_panel.problems.text().startswith("RAM budget: not a size: 'lots'")
 
 
 def test_the_setup_of_each_script_is_remembered(
     qtbot, window: MainWindow, store, tmp_path: Path
 ) -> None:
     script = write_script(tmp_path, "r.py", "import sys\nprint(sys.argv[1:])\n")
-    run_to_end(qtbot, window, script, "--fast", env="SEED=3")
+    run_to_end(qtbot, window, script, "--fast", env="SEED=3", ram_budget="6 GiB")
+    assert window.profile is not None and window.profile.info.ram_budget_bytes == 6 * 2**30
     later = MainWindow(store)
     qtbot.addWidget(later)
     later.open_script(str(script))
     assert later.setup_panel.args.text() == "--fast"
     assert later.setup_panel.env.toPlainText() == "SEED=3"
+    assert later.setup_panel.ram_budget.text() == "6 GiB"
     assert str(script.resolve()) in later.settings.recent_scripts
 
 
