@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import shlex
 import shutil
 import time
 from datetime import datetime
@@ -26,7 +27,7 @@ from app.console import ConsoleView
 from app.controller import RunController
 from app.findings import BackgroundDiagnosis, FindingsPanel
 from app.runsetup import RunSetupPanel
-from app.settings import AppSettings
+from app.settings import AppSettings, ScriptSetup
 from app.timeline import TimelineView
 from profiler.diagnosis import Finding
 from profiler.model import Profile
@@ -210,9 +211,36 @@ class MainWindow(QMainWindow):
             return False
         self.controller = None
         self._show_profile(profile, Path(path))
+        self._prepare_rerun(profile)
         AppSettings.remember(self.settings.recent_profiles, str(Path(path).resolve()))
         self.settings.save(self.store)
         return True
+
+    def _prepare_rerun(self, profile: Profile) -> None:
+        """Fill the Run panel with what the profile ran, so Ctrl+R runs it again after a fix.
+
+        Only when that script is still here; the environment, which profiles do not keep,
+        comes from the script's remembered setup."""
+        info = profile.info
+        if info.module or not info.script:
+            return
+        script = Path(info.cwd or ".", info.script)
+        if not script.is_file():
+            return
+        remembered = self.settings.setups.get(str(script.resolve()), ScriptSetup())
+        python = info.python if info.python and Path(info.python).is_file() else ""
+        self.setup_panel.set_script(
+            str(script),
+            ScriptSetup(
+                args=shlex.join(info.argv),
+                cwd=info.cwd,
+                python=python or remembered.python,
+                env=remembered.env,
+                interval_ms=info.interval_ms or remembered.interval_ms,
+                hooks=info.hooks,
+                ram_budget=remembered.ram_budget,
+            ),
+        )
 
     def _show_profile(self, profile: Profile, path: Path, running: bool = False) -> None:
         self.profile = profile

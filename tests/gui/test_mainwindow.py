@@ -149,6 +149,25 @@ def test_a_saved_profile_reopens_looking_exactly_as_the_run_ended(
     assert str(saved.resolve()) in reopened.settings.recent_profiles
 
 
+def test_an_opened_profile_can_be_run_again(qtbot, window: MainWindow, tmp_path: Path) -> None:
+    script = write_script(tmp_path, "again.py", "import sys\nprint('args', sys.argv[1:])\n")
+    run_to_end(qtbot, window, script, "--lr '0.1 0.2'", env="SEED=7")
+    assert window.profile is not None and window.profile_path is not None
+    saved = window.profile_path
+    window.setup_panel.set_script("", None)  # as a fresh window would be
+
+    assert window.open_profile(str(saved))
+    panel = window.setup_panel
+    assert Path(panel.script.text()).resolve() == script.resolve()
+    assert panel.args.text() == "--lr '0.1 0.2'" and panel.env.toPlainText() == "SEED=7"
+    window.start_run()
+    qtbot.waitUntil(
+        lambda: not window.controller.running and not window.timer.isActive(),
+        timeout=RUN_TIMEOUT_MS,
+    )
+    assert "args ['--lr', '0.1 0.2']" in window.console.text.toPlainText()
+
+
 def test_a_bad_file_gets_a_one_line_error_dialog(qtbot, window: MainWindow, tmp_path: Path) -> None:
     bad = tmp_path / "broken.memsight"
     bad.write_bytes(b"MEMSIGHT\x01")
