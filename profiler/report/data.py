@@ -52,37 +52,45 @@ def _ram_chart(profile: Profile) -> dict[str, Any] | None:
     capacity = ram_capacity(profile)
     if capacity is not None:
         limits.append({"label": capacity.label, "y": capacity.bytes})
-    return {"id": "ram", "title": "RAM", "series": series, "limits": limits}
+    return {"id": "ram", "plot": "ram", "title": "RAM", "series": series, "limits": limits}
 
 
-def _gpu_chart(profile: Profile) -> dict[str, Any] | None:
+def _gpu_charts(profile: Profile) -> list[dict[str, Any]]:
     gpu = profile.gpu
     if gpu is None:
-        return None
-    devices = np.unique(gpu["device"])
-    device = int(devices[0])
-    rows = gpu.where("device", device) if len(devices) > 1 else gpu
-    series = [
-        _series("Reserved (peak)", "#8e5bc4", rows.t, rows["reserved_peak"]),
-        _series("Allocated (peak between samples)", "#c43d5b", rows.t, rows["allocated_peak"]),
-    ]
+        return []
+    devices = [int(d) for d in np.unique(gpu["device"])]
     nvml = profile.table("nvml")
-    limits = []
-    if nvml is not None and len(nvml):
-        mine = nvml["device"] == device
-        if mine.any():
+    charts = []
+    for device in devices:
+        rows = gpu.where("device", device) if len(devices) > 1 else gpu
+        series = [
+            _series("Reserved (peak)", "#8e5bc4", rows.t, rows["reserved_peak"]),
+            _series("Allocated (peak between samples)", "#c43d5b", rows.t, rows["allocated_peak"]),
+        ]
+        limits = []
+        mine = nvml["device"] == device if nvml is not None and len(nvml) else None
+        if nvml is not None and mine is not None and mine.any():
             series.append(
                 _series("Device used (NVML)", "#777777", nvml.t[mine], nvml["used"][mine], True)
             )
             limits.append({"label": "device capacity", "y": int(nvml["total"][mine].max())})
-    if not limits:
-        for d in profile.info.devices:
-            if d.index == device and d.total_bytes:
-                limits.append({"label": "device capacity", "y": d.total_bytes})
-    title = f"GPU memory (cuda:{device})"
-    if len(devices) > 1:
-        title += f"; {len(devices) - 1} more device(s) in the profile"
-    return {"id": "gpu", "title": title, "series": series, "limits": limits}
+        else:
+            limits += [
+                {"label": "device capacity", "y": d.total_bytes}
+                for d in profile.info.devices
+                if d.index == device and d.total_bytes
+            ]
+        charts.append(
+            {
+                "id": f"gpu{device}",
+                "plot": "gpu",
+                "title": f"GPU memory (cuda:{device})",
+                "series": series,
+                "limits": limits,
+            }
+        )
+    return charts
 
 
 def _markers(profile: Profile) -> dict[str, Any]:
@@ -182,7 +190,8 @@ def report_context(profile: Profile, diagnosis: Diagnosis, name: str) -> dict[st
         return {"label": label, "value": format_bytes(p.bytes), "at": format_duration(p.t)}
 
     no_gpu = "— (the run did not use CUDA)"
-    charts = [c for c in (_ram_chart(profile), _gpu_chart(profile)) if c is not None]
+    ram_chart = _ram_chart(profile)
+    charts = ([ram_chart] if ram_chart is not None else []) + _gpu_charts(profile)
     output, output_total = _output_tail(profile)
     findings = _findings(diagnosis)
     counts = {sev: sum(f["severity"] == sev for f in findings) for sev in SEVERITY_LABELS}

@@ -133,7 +133,7 @@
     }
     var plot = el("g", { "clip-path": "url(#" + clipId + ")" }, svg);
     this.data.findings.forEach(function (f) {
-      if (f.plot && f.plot !== self.spec.id) { return; }
+      if (f.plot && f.plot !== self.spec.plot) { return; }
       var x0 = self.x(f.start), x1 = Math.max(self.x(f.end), x0 + 2);
       el("rect", { "class": "band " + f.severity, x: x0, y: TOP, width: x1 - x0, height: HEIGHT - TOP - BOTTOM }, plot);
       text(plot, Math.max(x0, LEFT) + 3, TOP + 12, String(f.number), { "class": "band-label" });

@@ -104,3 +104,31 @@ def test_writing_replaces_the_file_whole(tmp_path: Path) -> None:
     assert out.stat().st_size == size > 10_000
     assert out.read_text(encoding="utf-8") == render_html(sample_profile())
     assert [p.name for p in tmp_path.iterdir()] == ["report.html"]  # no temporary left
+
+
+def test_every_cuda_device_gets_its_own_chart() -> None:
+    import json
+
+    import numpy as np
+
+    from tests.diagnosis.synthetic import GiB, table
+
+    t = np.repeat(np.arange(0, 5, 0.1), 2)
+    device = np.tile([0, 1], len(t) // 2)
+    gpu = table(
+        "gpu",
+        t,
+        device=device,
+        allocated=np.where(device == 0, 2 * GiB, 5 * GiB),
+        allocated_peak=np.where(device == 0, 2 * GiB, 5 * GiB),
+        reserved=6 * GiB,
+        reserved_peak=6 * GiB,
+    )
+    profile = sample_profile()
+    profile.tables["gpu"] = gpu
+    text = render_html(profile)
+    data = json.loads(re.search(r'id="chart-data">(.*?)</script>', text, re.S).group(1))  # type: ignore[union-attr]
+    titles = [c["title"] for c in data["charts"]]
+    assert titles == ["RAM", "GPU memory (cuda:0)", "GPU memory (cuda:1)"]
+    allocated = {c["title"]: max(c["series"][1]["y"]) for c in data["charts"][1:]}
+    assert allocated == {"GPU memory (cuda:0)": 2 * GiB, "GPU memory (cuda:1)": 5 * GiB}
