@@ -152,6 +152,15 @@ def test_eval_with_grad_and_no_backward_fires() -> None:
     assert "TinyNet" in finding.evidence.text and "eval mode" in finding.evidence.text
 
 
+def test_validation_in_train_mode_with_grad_on_fires() -> None:
+    # 20 training forwards with a backward each, then 10 validation forwards without one
+    forwards = [(TRAIN, 1)] * 30
+    [finding] = inference_without_no_grad.check(
+        profile(spans(forwards, linked=list(range(1, 21)))), DEFAULT_CONFIG
+    )
+    assert finding.evidence.numbers["forwards"] == 10 and "in train mode" in finding.evidence.text
+
+
 def test_pure_inference_script_with_grad_on_fires() -> None:
     p = profile(spans([(EVAL_WITH_GRAD, 1)] * 8, linked=[]))
     assert inference_without_no_grad.check(p, DEFAULT_CONFIG)
