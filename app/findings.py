@@ -58,6 +58,18 @@ def finding_html(finding: Finding) -> str:
     return "".join(parts)
 
 
+def overview_html(findings: list[Finding]) -> str:
+    items = "".join(
+        f"<li><b style='color:{SEVERITY_COLORS[f.severity]}'>{SEVERITY_LABELS[f.severity]}</b> "
+        f"{_e(f.title)}<br><span style='color:gray'>{_e(f.evidence.text)}</span></li>"
+        for f in findings
+    )
+    return (
+        f"<ul>{items}</ul><p>Select a finding to shade its evidence on the timeline and see "
+        "how to fix it.</p>"
+    )
+
+
 def no_problems_html(profile: Profile, final: bool) -> str:
     s = summarize(profile)
     head = "No problems found" if final else "No problems so far"
@@ -170,7 +182,7 @@ class FindingsPanel(QWidget):
         if finding is not None:
             self.details.setHtml(finding_html(finding))
         elif self.diagnosis.findings:
-            self.details.setHtml("<p>Select a finding to see its evidence and how to fix it.</p>")
+            self.details.setHtml(overview_html(self.diagnosis.findings))
         elif self.profile is not None:
             self.details.setHtml(no_problems_html(self.profile, self.final))
         failed = self.diagnosis.failed

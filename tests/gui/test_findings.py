@@ -29,6 +29,8 @@ def test_a_finding_from_a_run_is_listed_highlighted_and_its_fix_copyable(
     panel = window.findings
     assert panel.final and panel.list.count() == 1
     assert "1 warning" in panel.header.text()
+    overview = panel.details.toPlainText()  # nothing selected yet: what was found, in short
+    assert panel.diagnosis.findings[0].evidence.text in overview and "Select a finding" in overview
     panel.list.setCurrentRow(0)
     finding = panel.selected
     assert finding is not None and finding.rule == "missing-zero-grad"
