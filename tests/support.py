@@ -123,16 +123,7 @@ def run_cli(
     timeout: float = 60,
 ) -> Completed:
     """`memsight ARGS...` to completion, stdin closed, output captured."""
-    proc = subprocess.run(
-        memsight_command(*args),
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env=env or child_env(),
-        timeout=timeout,
-    )
-    return Completed(proc.returncode, proc.stdout, proc.stderr)
+    return _run(memsight_command(*args), cwd, "", env, timeout)  # "": stdin at end of file
 
 
 def run_plain(

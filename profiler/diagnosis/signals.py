@@ -195,12 +195,6 @@ def breakdown(profile: Profile, where: str) -> dict[str, int] | None:
     return out
 
 
-def value_before(t: FloatArray, values: np.ndarray, when: float) -> float | None:
-    """The last sample taken at or before `when`."""
-    i = int(np.searchsorted(t, when, side="right")) - 1
-    return float(values[i]) if i >= 0 else None
-
-
 def step_at(profile: Profile, when: float) -> int | None:
     """Optimizer steps completed at time `when`."""
     steps = profile.steps

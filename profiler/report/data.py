@@ -13,7 +13,7 @@ import numpy as np
 
 from profiler.diagnosis import Diagnosis, get_fix
 from profiler.diagnosis.finding import SEVERITY_LABELS
-from profiler.diagnosis.signals import ram_capacity
+from profiler.diagnosis.signals import final_exception, gpu_devices, gpu_rows, ram_capacity
 from profiler.model import Profile
 from profiler.protocol import STDERR
 from profiler.report.decimate import envelope
@@ -56,14 +56,11 @@ def _ram_chart(profile: Profile) -> dict[str, Any] | None:
 
 
 def _gpu_charts(profile: Profile) -> list[dict[str, Any]]:
-    gpu = profile.gpu
-    if gpu is None:
-        return []
-    devices = [int(d) for d in np.unique(gpu["device"])]
     nvml = profile.table("nvml")
     charts = []
-    for device in devices:
-        rows = gpu.where("device", device) if len(devices) > 1 else gpu
+    for device in gpu_devices(profile):
+        rows = gpu_rows(profile, device)
+        assert rows is not None  # every device listed has rows
         series = [
             _series("Reserved (peak)", "#8e5bc4", rows.t, rows["reserved_peak"]),
             _series("Allocated (peak between samples)", "#c43d5b", rows.t, rows["allocated_peak"]),
@@ -139,10 +136,7 @@ def _findings(diagnosis: Diagnosis) -> list[dict[str, Any]]:
 
 
 def _exception(profile: Profile) -> dict[str, Any] | None:
-    final = None
-    for event in profile.events_of("exception"):
-        if event.get("uncaught"):
-            final = event
+    final = final_exception(profile)
     if final is None:
         return None
     frames = []

@@ -26,6 +26,11 @@ def run_to_end(
     window.setup_panel.ram_budget.setText(ram_budget)
     window.start_run()
     assert window.controller is not None, window.setup_panel.problems.text()
+    wait_until_settled(qtbot, window)
+
+
+def wait_until_settled(qtbot, window: MainWindow) -> None:
+    """Until the run has ended, the window has drawn its end and the findings are final."""
     qtbot.waitUntil(
         lambda: (
             not window.controller.running
@@ -106,14 +111,7 @@ def test_stop_ends_the_whole_process_tree(qtbot, window: MainWindow, tmp_path: P
     tree = {pid: proctree.identity(pid) for pid in window.profile.children}
     assert all(ident is not None for ident in tree.values())
     window.stop_run()
-    qtbot.waitUntil(
-        lambda: (
-            not window.controller.running
-            and not window.timer.isActive()
-            and not window.diagnosis.busy
-        ),
-        timeout=RUN_TIMEOUT_MS,
-    )
+    wait_until_settled(qtbot, window)
     for pid, before in tree.items():
         now = proctree.identity(pid)
         assert now is None or now.start != before.start, f"worker {pid} survived Stop"
@@ -161,10 +159,7 @@ def test_an_opened_profile_can_be_run_again(qtbot, window: MainWindow, tmp_path:
     assert Path(panel.script.text()).resolve() == script.resolve()
     assert panel.args.text() == "--lr '0.1 0.2'" and panel.env.toPlainText() == "SEED=7"
     window.start_run()
-    qtbot.waitUntil(
-        lambda: not window.controller.running and not window.timer.isActive(),
-        timeout=RUN_TIMEOUT_MS,
-    )
+    wait_until_settled(qtbot, window)
     assert "args ['--lr', '0.1 0.2']" in window.console.text.toPlainText()
 
 
