@@ -23,7 +23,8 @@ from PySide6.QtWidgets import (
 )
 
 from profiler import protocol
-from profiler.model import Profile
+from profiler.profile.model import Profile
+from profiler.profile.series import MARK_COLORS
 
 MAX_LINES = 20_000
 
@@ -63,7 +64,7 @@ class ConsoleView(QWidget):
         self._shown = 0
         self._profile: Profile | None = None
         self._stderr = QTextCharFormat()
-        self._stderr.setForeground(QColor("#d62728"))
+        self._stderr.setForeground(QColor(MARK_COLORS["error"]))
         self._stdout = QTextCharFormat()
 
     def set_profile(self, profile: Profile | None) -> None:

@@ -15,12 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import profiler
-from profiler.launch import RunSpec
-from profiler.live import LiveProfile
-from profiler.model import Profile
-from profiler.recorder.host import spec_to_json
-from profiler.recorder.session import ExitStatus
-from profiler.runtime import recorder_host_command
+from profiler.launch.runtime import recorder_host_command
+from profiler.launch.spec import ExitStatus, RunSpec, spec_to_json
+from profiler.profile.live import LiveProfile
+from profiler.profile.model import Profile
 
 # Run the host from the folder holding the profiler package: `-m` puts the working
 # directory first on sys.path, and the app's own working directory may hold anything.
@@ -70,12 +68,18 @@ class RunController:
         while chunk := os.read(stdout.fileno(), 1 << 16):
             self.live.put(chunk)
         code = self.host.wait()
+        assert self.host.stderr is not None
         if code != 0:
-            assert self.host.stderr is not None
             message = self.host.stderr.read().decode(errors="replace").strip()
             self.error = (
                 message.splitlines()[-1] if message else f"the recorder exited with status {code}"
             )
+        # The recording process is gone: its pipes are of no more use (unclosed, they leak
+        # three descriptors per run).
+        for pipe in (self.host.stdin, stdout, self.host.stderr):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
         self._done.set()
 
     def _send(self, command: bytes) -> None:

@@ -23,12 +23,10 @@ from PySide6.QtWidgets import (
 )
 
 from profiler.diagnosis import Diagnosis, Finding, diagnose, get_fix
-from profiler.diagnosis.finding import SEVERITY_LABELS, severity_counts
-from profiler.model import Profile
-from profiler.summary import summarize
+from profiler.diagnosis.finding import SEVERITY_COLORS, SEVERITY_LABELS, severity_counts
+from profiler.profile.model import Profile
+from profiler.profile.summary import summarize
 from profiler.units import format_bytes, format_duration
-
-SEVERITY_COLORS = {"critical": "#d64545", "warning": "#e08a1e", "info": "#3f86d1"}
 
 
 def _e(text: object) -> str:

@@ -30,10 +30,10 @@ from app.runsetup import RunSetupPanel
 from app.settings import AppSettings, ScriptSetup
 from app.timeline import TimelineView
 from profiler.diagnosis import Finding
-from profiler.model import Profile
-from profiler.recorder.session import ExitStatus, default_profile_name
+from profiler.launch.spec import ExitStatus, default_profile_name
+from profiler.profile.model import Profile
+from profiler.profile.storage import SUFFIX, ProfileError, load_profile
 from profiler.report import write_html
-from profiler.storage import SUFFIX, ProfileError, load_profile
 from profiler.units import format_bytes, format_duration
 
 DIAGNOSE_EVERY_S = 2.0  # findings follow a live run at this pace, not every frame

@@ -1,7 +1,7 @@
 """Run setup panel: script, arguments, working directory, interpreter, environment, interval.
 
 Thin over the Qt-free core: it builds a profiler.launch.RunSpec and shows the problems
-profiler.preflight finds, next to the fields they concern.
+profiler.launch.preflight finds, next to the fields they concern.
 """
 
 from __future__ import annotations
@@ -28,18 +28,16 @@ from PySide6.QtWidgets import (
 )
 
 from app.settings import ScriptSetup
-from profiler.launch import DEFAULT_INTERVAL_MS, RunSpec
-from profiler.preflight import Problem, check_run
-from profiler.runtime import default_python
-from profiler.units import parse_bytes
-
-
-class SetupError(ValueError):
-    """A field whose text cannot be turned into a run specification."""
-
-    def __init__(self, setting: str, message: str) -> None:
-        super().__init__(message)
-        self.setting = setting
+from profiler.diagnosis.finding import SEVERITY_COLORS
+from profiler.launch.preflight import (
+    InvalidSetting,
+    Problem,
+    Setting,
+    check_run,
+    ram_budget_from_text,
+)
+from profiler.launch.runtime import default_python
+from profiler.launch.spec import DEFAULT_INTERVAL_MS, RunSpec
 
 
 class RunSetupPanel(QWidget):
@@ -78,7 +76,7 @@ class RunSetupPanel(QWidget):
         self.problems = QLabel("")
         self.problems.setWordWrap(True)
         self.problems.setObjectName("problems")
-        self.problems.setStyleSheet("color: #d62728;")
+        self.problems.setStyleSheet(f"color: {SEVERITY_COLORS['critical']};")
         self.problems.setTextFormat(Qt.TextFormat.PlainText)
         self.run_button = QPushButton("Run")
         self.run_button.setToolTip("Run the script and record its memory (Ctrl+R)")
@@ -155,7 +153,7 @@ class RunSetupPanel(QWidget):
             self.python.addItem(path)
 
     def spec(self) -> RunSpec:
-        """The run the fields describe; raises SetupError for unparsable text."""
+        """The run the fields describe; raises InvalidSetting for unparsable text."""
         target = self.script.text().strip()
         module = target.startswith("-m ")
         if module:
@@ -163,7 +161,9 @@ class RunSetupPanel(QWidget):
         try:
             args = tuple(shlex.split(self.args.text()))
         except ValueError as exc:
-            raise SetupError("args", f"The arguments cannot be split: {exc}.") from None
+            raise InvalidSetting(
+                Problem("args", f"The arguments cannot be split: {exc}.")
+            ) from None
         cwd = self.cwd.text().strip() or (
             str(Path(target).resolve().parent) if target and not module else os.getcwd()
         )
@@ -173,14 +173,8 @@ class RunSetupPanel(QWidget):
                 continue
             key, sep, value = line.partition("=")
             if not sep or not key.strip():
-                raise SetupError("env", f"Environment line {number} is not KEY=VALUE.")
+                raise InvalidSetting(Problem("env", f"Environment line {number} is not KEY=VALUE."))
             env[key.strip()] = value
-        budget = None
-        if self.ram_budget.text().strip():
-            try:
-                budget = parse_bytes(self.ram_budget.text())
-            except ValueError as exc:
-                raise SetupError("ram_budget", f"RAM budget: {exc}.") from None
         return RunSpec(
             target=target,
             args=args,
@@ -190,23 +184,26 @@ class RunSetupPanel(QWidget):
             env=env,
             interval_ms=self.interval.value(),
             hooks=self.hooks.isChecked(),
-            ram_budget_bytes=budget,
+            ram_budget_bytes=ram_budget_from_text(self.ram_budget.text()),
         )
 
     def validate(self) -> RunSpec | None:
-        """The spec if it can run; otherwise show the problems and return None."""
+        """The spec if it can run; otherwise show the problems and return None.
+
+        Problems that do not block (a guess that may be wrong) are shown and the run goes on.
+        """
         try:
             spec = self.spec()
-        except SetupError as exc:
-            self.show_problems([Problem(exc.setting, str(exc))])
+        except InvalidSetting as exc:
+            self.show_problems([exc.problem])
             return None
         problems = check_run(spec)
         self.show_problems(problems)
-        return None if problems else spec
+        return None if any(p.blocking for p in problems) else spec
 
     def show_problems(self, problems: list[Problem]) -> None:
         self.problems.setText("\n".join(p.message for p in problems))
-        fields = {
+        fields: dict[Setting, QWidget] = {
             "script": self.script,
             "cwd": self.cwd,
             "python": self.python,
@@ -217,7 +214,7 @@ class RunSetupPanel(QWidget):
         }
         for name, widget in fields.items():
             bad = any(p.setting == name for p in problems)
-            widget.setStyleSheet("border: 1px solid #d62728;" if bad else "")
+            widget.setStyleSheet(f"border: 1px solid {SEVERITY_COLORS['critical']};" if bad else "")
         if problems:
             fields.get(problems[0].setting, self.script).setFocus()
 

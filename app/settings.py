@@ -8,6 +8,8 @@ from typing import Any
 
 from PySide6.QtCore import QSettings
 
+from profiler.launch.spec import DEFAULT_INTERVAL_MS
+
 MAX_RECENT = 10
 
 
@@ -19,7 +21,7 @@ class ScriptSetup:
     cwd: str = ""
     python: str = ""
     env: str = ""  # KEY=VALUE lines
-    interval_ms: float = 10.0
+    interval_ms: float = DEFAULT_INTERVAL_MS
     hooks: bool = True
     ram_budget: str = ""  # as typed, e.g. "6 GiB"; empty: none
 

@@ -17,9 +17,22 @@ from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from profiler import protocol
-from profiler.columns import ColumnStore
-from profiler.model import Profile
-from profiler.units import format_bytes
+from profiler.profile.columns import ColumnStore
+from profiler.profile.model import Profile
+from profiler.profile.series import (
+    DEVICE_USED,
+    GPU_ALLOCATED,
+    GPU_ALLOCATED_PEAK,
+    GPU_RESERVED,
+    MAIN_PEAK,
+    MAIN_RSS,
+    MARK_COLORS,
+    PROCESS_TREE,
+    WORKERS,
+    Series,
+    process_tree_bytes,
+)
+from profiler.units import format_bytes, unit_for
 
 FOLLOW_WINDOW_S = 60.0
 MAX_SPANS_DRAWN = 1500
@@ -27,30 +40,8 @@ MAX_STEPS_DRAWN = 3000  # iteration ticks are drawn when this few are in view
 LEVEL_FACTOR = 4
 MIN_LEVEL_POINTS = 2048  # phase shading is drawn only when this few spans are in view
 
-# Colours chosen to stay distinct for the common forms of colour blindness.
-COLORS = {
-    "rss": "#1f77b4",
-    "rss_peak": "#9ecae1",
-    "children": "#2ca02c",
-    "tree": "#ff7f0e",
-    "allocated": "#d62728",
-    "allocated_peak": "#f4a6a6",
-    "reserved": "#9467bd",
-    "device_used": "#8c564b",
-    "forward": "#6baed6",
-    "backward": "#fdae6b",
-    "step": "#7f7f7f",
-    "epoch": "#17becf",
-    "error": "#d62728",
-    "exit": "#555555",
-}
-
-
-_BINARY_UNITS = (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024), ("B", 1))
-
-
-def _unit_for(value: float) -> tuple[str, int]:
-    return next(((u, s) for u, s in _BINARY_UNITS if abs(value) >= s), ("B", 1))
+# Curves and marks take their colours from profiler.profile.series, shared with the report.
+COLORS = MARK_COLORS
 
 
 class ByteAxis(pg.AxisItem):
@@ -60,7 +51,7 @@ class ByteAxis(pg.AxisItem):
         span = maxVal - minVal
         if span <= 0 or size <= 0:
             return super().tickSpacing(minVal, maxVal, size)  # type: ignore[no-any-return]
-        _, unit = _unit_for(max(abs(minVal), abs(maxVal)))
+        _, unit = unit_for(max(abs(minVal), abs(maxVal)))
         wanted = max(2.0, size / 40)  # about one labelled tick per 40 pixels
         raw = span / unit / wanted
         magnitude = 10 ** np.floor(np.log10(raw)) if raw > 0 else 1.0
@@ -70,7 +61,7 @@ class ByteAxis(pg.AxisItem):
     def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
         if not values:
             return []
-        unit, size = _unit_for(max(abs(v) for v in values))
+        unit, size = unit_for(max(abs(v) for v in values))
         step = spacing / size
         decimals = 0 if step >= 1 else (1 if step >= 0.1 else 2)
         return [f"{v / size:.{decimals}f} {unit}" for v in values]
@@ -163,15 +154,12 @@ class _Series:
         self.item.setData(self.x, self.y)
 
 
-def _curve(
-    plot: pg.PlotItem, name: str, color: str, width: float = 1, dash: bool = False
-) -> pg.PlotDataItem:
+def _curve(plot: pg.PlotItem, series: Series) -> pg.PlotDataItem:
     # One-pixel pens: wider ones are drawn segment by segment, several times slower in
     # software rendering, which decides whether a long run pans at 30 frames per second.
-    pen = pg.mkPen(
-        color=color, width=width, style=Qt.PenStyle.DashLine if dash else Qt.PenStyle.SolidLine
-    )
-    item = plot.plot(name=name, pen=pen, skipFiniteCheck=True)
+    style = Qt.PenStyle.DashLine if series.dashed else Qt.PenStyle.SolidLine
+    pen = pg.mkPen(color=series.color, width=1, style=style)
+    item = plot.plot(name=series.label, pen=pen, skipFiniteCheck=True)
     item.setDownsampling(auto=True, method="peak")
     item.setClipToView(True)
     return item
@@ -221,26 +209,24 @@ class TimelineView(QWidget):
             plot.setXLink(self.lane)
             plot.getAxis("bottom").setStyle(showValues=False)
 
+        # Drawn in this order: the main curves on top of their peaks and the tree.
         self.curves = {
-            "rss_peak": _Series(
-                _curve(self.ram_plot, "Main, peak between samples", COLORS["rss_peak"])
-            ),
-            "tree": _Series(_curve(self.ram_plot, "Process tree", COLORS["tree"])),
-            "children": _Series(_curve(self.ram_plot, "Workers (USS)", COLORS["children"])),
-            "rss": _Series(_curve(self.ram_plot, "Main process (RSS)", COLORS["rss"])),
-            "allocated_peak": _Series(
-                _curve(self.gpu_plot, "Allocated, peak between samples", COLORS["allocated_peak"])
-            ),
-            "device_used": _Series(
-                _curve(self.gpu_plot, "Device used (NVML)", COLORS["device_used"], dash=True)
-            ),
-            "reserved": _Series(_curve(self.gpu_plot, "Reserved", COLORS["reserved"])),
-            "allocated": _Series(_curve(self.gpu_plot, "Allocated", COLORS["allocated"])),
+            s.key: _Series(_curve(plot, s))
+            for plot, s in (
+                (self.ram_plot, MAIN_PEAK),
+                (self.ram_plot, PROCESS_TREE),
+                (self.ram_plot, WORKERS),
+                (self.ram_plot, MAIN_RSS),
+                (self.gpu_plot, GPU_ALLOCATED_PEAK),
+                (self.gpu_plot, DEVICE_USED),
+                (self.gpu_plot, GPU_RESERVED),
+                (self.gpu_plot, GPU_ALLOCATED),
+            )
         }
         self.no_gpu = pg.TextItem("This run did not use CUDA", anchor=(0.5, 0.5))
         self.gpu_plot.addItem(self.no_gpu, ignoreBounds=True)
 
-        self.steps = pg.PlotCurveItem(pen=pg.mkPen(COLORS["step"], width=1), connect="pairs")
+        self.steps = pg.PlotCurveItem(pen=pg.mkPen(COLORS["iteration"], width=1), connect="pairs")
         self.epochs = pg.PlotCurveItem(pen=pg.mkPen(COLORS["epoch"], width=2), connect="pairs")
         self.forward = pg.BarGraphItem(
             x0=[], x1=[], y0=1.15, height=0.7, brush=COLORS["forward"], pen=None
@@ -369,11 +355,9 @@ class TimelineView(QWidget):
         if rows == start:
             return
         t = ram.t[start:rows]
-        rss, children = ram["rss"][start:rows], ram["children"][start:rows]
-        self.curves["rss"].extend(t, rss, rows)
-        self.curves["rss_peak"].extend(t, ram["rss_peak"][start:rows], rows)
-        self.curves["children"].extend(t, children, rows)
-        self.curves["tree"].extend(t, rss + children, rows)
+        for series in (MAIN_RSS, MAIN_PEAK, WORKERS):
+            self.curves[series.key].extend(t, ram[series.key][start:rows], rows)
+        self.curves[PROCESS_TREE.key].extend(t, process_tree_bytes(ram, start, rows), rows)
 
     def _refresh_gpu(self, profile: Profile) -> None:
         gpu = profile.gpu
@@ -594,11 +578,11 @@ class TimelineView(QWidget):
         ram = profile.ram
         if ram is not None and len(ram):
             i = max(0, int(np.searchsorted(ram.t, t, side="right")) - 1)
-            rss, children = int(ram["rss"][i]), int(ram["children"][i])
             parts += [
-                f"main {format_bytes(rss)} (peak {format_bytes(int(ram['rss_peak'][i]))})",
-                f"workers {format_bytes(children)}",
-                f"tree {format_bytes(rss + children)}",
+                f"main {format_bytes(int(ram['rss'][i]))}"
+                f" (peak {format_bytes(int(ram['rss_peak'][i]))})",
+                f"workers {format_bytes(int(ram['children'][i]))}",
+                f"tree {format_bytes(int(process_tree_bytes(ram, i, i + 1)[0]))}",
             ]
         gpu = profile.gpu
         if gpu is not None:

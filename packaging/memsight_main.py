@@ -1,14 +1,14 @@
 """Entry point of the standalone build (packaging/memsight.spec).
 
 The same executable is the app, the command line, and, started again with
-profiler.runtime.RECORDER_HOST_FLAG, the recording process the app runs each recording in.
+profiler.launch.runtime.RECORDER_HOST_FLAG, the recording process the app runs each recording in.
 """
 
 from __future__ import annotations
 
 import sys
 
-from profiler.runtime import RECORDER_HOST_FLAG
+from profiler.launch.runtime import RECORDER_HOST_FLAG
 
 
 def main() -> int:

@@ -1,3 +1,6 @@
-"""memsight's Qt-free core: agent, protocol, recorder, model, storage, diagnosis, report, CLI."""
+"""memsight's Qt-free core: agent, protocol, launch, recorder, profile, diagnosis, report, CLI.
+
+The layers and their rules: docs/architecture.md.
+"""
 
 __version__ = "0.1.0"

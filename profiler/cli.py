@@ -3,7 +3,7 @@
 memsight                                 open the GUI
 memsight FILE                            GUI with a script (.py) or a saved profile opened
 memsight run [options] SCRIPT [ARGS...]  record headless (or -m MODULE [ARGS...])
-memsight report PROFILE [--json]         summarize a saved profile
+memsight report PROFILE [--html OUT.html] [--json]   findings, peaks and the end of a saved run
 """
 
 from __future__ import annotations
@@ -21,16 +21,22 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 import profiler
-from profiler.launch import DEFAULT_INTERVAL_MS, RunSpec
-from profiler.preflight import MIN_INTERVAL_MS
-from profiler.runtime import default_python
-from profiler.storage import ProfileError, load_profile
-from profiler.summary import format_text, summarize, to_json
-from profiler.units import format_bytes, format_duration, parse_bytes
+from profiler.launch.preflight import (
+    InvalidSetting,
+    Problem,
+    Setting,
+    check_run,
+    ram_budget_from_text,
+)
+from profiler.launch.runtime import default_python
+from profiler.launch.spec import DEFAULT_INTERVAL_MS, RunSpec, default_profile_name
+from profiler.profile.storage import ProfileError, load_profile
+from profiler.profile.summary import format_text, summarize, to_json
+from profiler.units import format_bytes, format_duration
 
 if TYPE_CHECKING:
     from profiler.diagnosis import Diagnosis
-    from profiler.model import Profile
+    from profiler.profile.model import Profile
 
 TOP_HELP = """\
 memsight — a memory profiler for PyTorch scripts.
@@ -145,33 +151,36 @@ def split_run_args(argv: Sequence[str]) -> tuple[list[str], str | None, bool, li
 
 
 def _resolve_python(value: str | None) -> str:
+    """An interpreter named as on a command line: a path, or a name looked up on PATH."""
     if value is None:
         return default_python()
-    path = shutil.which(value) if os.sep not in value else value
-    if path is None or not os.path.isfile(path):
-        raise UsageError(f"--python: no such interpreter: {value}")
-    if not os.access(path, os.X_OK):
-        raise UsageError(f"--python: not executable: {value}")
-    return os.path.abspath(path)
+    if os.sep in value:
+        return os.path.abspath(value)
+    found = shutil.which(value)
+    return os.path.abspath(found) if found else value  # the check then says it does not exist
+
+
+# The option that sets each setting a problem can name (preflight.Setting).
+_OPTION_OF: dict[Setting, str] = {
+    "python": "--python",
+    "interval": "--interval-ms",
+    "ram_budget": "--ram-budget",
+}
 
 
 def build_spec(
     options: argparse.Namespace, target: str, is_module: bool, args: list[str]
 ) -> RunSpec:
-    if not is_module:
-        if target == "-":
-            raise UsageError("reading the script from standard input is not supported")
-        if not os.path.exists(target):
-            raise UsageError(f"no such script: {target}")
-    if not options.interval_ms >= MIN_INTERVAL_MS:
-        raise UsageError(f"--interval-ms must be at least {MIN_INTERVAL_MS:g}")
-    budget = None
-    if options.ram_budget is not None:
-        try:
-            budget = parse_bytes(options.ram_budget)
-        except ValueError as exc:
-            raise UsageError(f"--ram-budget: {exc}") from None
-    return RunSpec(
+    """The run the command line asks for, checked by the same validator the app uses."""
+    if not is_module and target == "-":
+        raise UsageError("reading the script from standard input is not supported")
+    try:
+        budget = (
+            ram_budget_from_text(options.ram_budget) if options.ram_budget is not None else None
+        )
+    except InvalidSetting as exc:
+        raise UsageError(_problem_text(exc.problem)) from None
+    spec = RunSpec(
         target=target,
         args=tuple(args),
         module=is_module,
@@ -181,11 +190,22 @@ def build_spec(
         hooks=not options.no_hooks,
         ram_budget_bytes=budget,
     )
+    problems = check_run(spec)
+    blocking = [p for p in problems if p.blocking]
+    if blocking:
+        raise UsageError(_problem_text(blocking[0]))
+    for problem in problems:
+        if not options.quiet:
+            sys.stderr.write(f"memsight: warning: {_problem_text(problem)}\n")
+    return spec
+
+
+def _problem_text(problem: Problem) -> str:
+    option = _OPTION_OF.get(problem.setting)
+    return f"{option}: {problem.message}" if option else problem.message
 
 
 def _out_path(spec: RunSpec, out: str | None) -> Path:
-    from profiler.recorder.session import default_profile_name
-
     if out is not None:
         path = Path(out)
         if path.is_dir():
@@ -369,7 +389,9 @@ def cmd_report(argv: Sequence[str]) -> int:
 
 def cmd_gui(argv: Sequence[str]) -> int:
     try:
-        from app.main import run_gui  # type: ignore[import-not-found,unused-ignore]
+        # The one place the core reaches the app: `memsight` with no command starts it, when
+        # this installation has it (a core-only install prints how to work without it).
+        from app.main import run_gui  # type: ignore[import-not-found,unused-ignore]  # noqa: TID251
     except ImportError:
         sys.stderr.write(
             "memsight: the desktop app is not part of this installation; "

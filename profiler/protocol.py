@@ -19,6 +19,10 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 PROTOCOL_VERSION = 1
 
+# The environment variable that carries the agent's connection details into the target; the
+# agent removes it before the target's code runs.
+AGENT_ENV = "MEMSIGHT_AGENT"
+
 HEADER = struct.Struct("<IBI")
 HEADER_SIZE = HEADER.size
 

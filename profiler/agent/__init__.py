@@ -1,6 +1,6 @@
 """The agent runs inside the profiled process, on the user's interpreter (Python 3.9+).
 
-Rules (DESIGN.md rule 2): stdlib only; torch is reached through sys.modules once the script
+Rules (docs/architecture.md rule 2): stdlib only; torch is reached through sys.modules once the script
 imported it; CUDA is never initialised here; nothing the script can observe is changed; every
 failure of the agent becomes an `agent_error` event and the script runs on.
 

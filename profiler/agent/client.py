@@ -19,7 +19,7 @@ from .. import protocol
 from ..protocol import AGENT_TABLES, GPU_TABLE, encode_json_frame
 from . import oom
 from .outbox import Outbox
-from .runner import format_traceback
+from .tracebacks import format_traceback
 
 FLUSH_S = 0.1
 EVENTS_PER_FRAME = 500  # keeps every frame far below the recorder's size limit

@@ -9,19 +9,8 @@ from __future__ import annotations
 import re
 from typing import Dict, Optional
 
-_UNITS = {
-    "b": 1,
-    "byte": 1,
-    "bytes": 1,
-    "kib": 1024,
-    "kb": 1024,
-    "mib": 1024**2,
-    "mb": 1024**2,
-    "gib": 1024**3,
-    "gb": 1024**3,
-    "tib": 1024**4,
-    "tb": 1024**4,
-}
+from ..units import bytes_of
+
 _SIZE = r"(\d+(?:\.\d+)?)\s*(TiB|GiB|MiB|KiB|TB|GB|MB|KB|bytes|byte|B)\b"
 
 # (field, pattern) pairs; the first match of each field wins.
@@ -50,11 +39,6 @@ _GPU_MARKERS = (
 _CPU_MARKERS = ("DefaultCPUAllocator", "can't allocate memory", "not enough memory")
 
 
-def _to_bytes(number: str, unit: Optional[str]) -> int:
-    scale = _UNITS.get((unit or "bytes").lower(), 1)
-    return int(float(number) * scale)
-
-
 def classify(type_name: str, message: str) -> Optional[str]:
     """'gpu', 'cpu' or 'python' for an out-of-memory error, None for anything else."""
     if type_name.endswith("OutOfMemoryError") or any(m in message for m in _GPU_MARKERS):
@@ -75,7 +59,7 @@ def parse_numbers(message: str) -> Dict[str, int]:
         match = pattern.search(message)
         if match is not None:
             groups = match.groups()
-            found[field] = _to_bytes(groups[0], groups[1] if len(groups) > 1 else None)
+            found[field] = bytes_of(groups[0], groups[1] if len(groups) > 1 else None)
     device = re.search(r"\bGPU (\d+)\b", message)
     if device is not None:
         found["device"] = int(device.group(1))

@@ -10,11 +10,10 @@ from __future__ import annotations
 import json
 import os
 import sys
-import traceback
 from types import TracebackType
 from typing import Any, Dict, List, Optional
 
-CONFIG_ENV = "MEMSIGHT_AGENT"
+from ..protocol import AGENT_ENV
 
 
 def main(argv: List[str], package_root: str) -> None:
@@ -40,7 +39,7 @@ def main(argv: List[str], package_root: str) -> None:
 
 
 def _take_config() -> Optional[Dict[str, Any]]:
-    raw = os.environ.pop(CONFIG_ENV, None)
+    raw = os.environ.pop(AGENT_ENV, None)
     if raw is None:
         return None
     try:
@@ -135,9 +134,3 @@ def _is_zipfile(path: str) -> bool:
     import zipfile
 
     return zipfile.is_zipfile(path)
-
-
-def format_traceback(tb: Optional[TracebackType], limit: int = 64) -> List[List[Any]]:
-    """[file, line, function, source line] for the innermost `limit` frames."""
-    frames = traceback.extract_tb(tb)[-limit:]
-    return [[f.filename, f.lineno or 0, f.name, (f.line or "")[:300]] for f in frames]

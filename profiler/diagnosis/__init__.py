@@ -1,6 +1,6 @@
 """Diagnosis: pure rules over a Profile that find memory problems and cite their evidence.
 
-diagnose() runs every rule in rules/ (one module per stable rule id from DESIGN.md) and
+diagnose() runs every rule in rules/ (one module per stable rule id from docs/architecture.md) and
 returns the findings, most severe first. Thresholds live in config.DiagnosisConfig; fixes are
 data files in resources/fixes/ (see fixes.py). docs/rules.md describes each rule.
 """
@@ -14,7 +14,7 @@ from profiler.diagnosis.config import DEFAULT_CONFIG, DiagnosisConfig
 from profiler.diagnosis.finding import Evidence, Finding
 from profiler.diagnosis.fixes import Fix, get_fix
 from profiler.diagnosis.rules import ALL_RULES
-from profiler.model import Profile
+from profiler.profile.model import Profile
 
 __all__ = [
     "DEFAULT_CONFIG",

@@ -21,6 +21,14 @@ class DiagnosisConfig:
     # last seconds of the run.
     oom_kill_fraction: float = 0.85
     oom_kill_window_s: float = 2.0
+    # The evidence of such a kill starts where the tree first reached this share of its peak.
+    oom_kill_evidence_from_share: float = 0.5
+    # A CUDA OOM with this much reserved-but-unallocated memory puts the allocator settings
+    # (expandable segments) first among its fixes: the memory was there, only fragmented.
+    oom_fragmented_min_bytes: int = 512 * MiB
+    # near-capacity: when the DataLoader workers hold this share of the tree's peak, the
+    # workers' fix comes first.
+    near_capacity_workers_share: float = 0.3
 
     # growth-per-iteration
     growth_min_iterations: int = 20
@@ -38,8 +46,11 @@ class DiagnosisConfig:
     # inference-without-no-grad
     inference_min_forwards: int = 3
 
-    # missing-zero-grad: this many optimizer steps in a row on uncleared gradients.
+    # missing-zero-grad: this many optimizer steps in a row on uncleared gradients; or every
+    # step after the first in a run of at least zero_grad_short_run_min_steps (a short run
+    # that never clears is still the bug).
     zero_grad_min_uncleared_run: int = 8
+    zero_grad_short_run_min_steps: int = 3
 
     # activations-dominate: the memory that comes and goes within an iteration is this many
     # times parameters + gradients + optimizer state, and at least activations_min_bytes.

@@ -11,6 +11,9 @@ from profiler.units import format_duration
 Severity = Literal["critical", "warning", "info"]
 SEVERITY_ORDER: dict[str, int] = {"critical": 0, "warning": 1, "info": 2}
 SEVERITY_LABELS: dict[str, str] = {"critical": "Critical", "warning": "Warning", "info": "Info"}
+# One colour per severity for the app and the HTML report; dark enough for text on white and
+# still readable on a dark palette.
+SEVERITY_COLORS: dict[str, str] = {"critical": "#c62f2f", "warning": "#b86a00", "info": "#2f6fba"}
 Plot = Literal["ram", "gpu"]
 
 
@@ -48,7 +51,7 @@ class Evidence:
 
 @dataclass(frozen=True)
 class Finding:
-    rule: str  # a stable id from DESIGN.md
+    rule: str  # a stable id from docs/architecture.md
     severity: Severity
     title: str  # one line in plain words
     explanation: str  # what the pattern means and why it costs memory

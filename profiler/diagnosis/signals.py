@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from profiler import protocol
-from profiler.model import Event, Profile, SampleTable
+from profiler.profile.model import Event, Profile, SampleTable
 
 FloatArray = np.ndarray
 
@@ -61,14 +61,6 @@ def ram_capacity(profile: Profile) -> Capacity | None:
         return None
     best = min(known, key=lambda item: item[0])
     return Capacity(int(best[0]), best[1])
-
-
-def tree_ram(profile: Profile) -> tuple[FloatArray, np.ndarray] | None:
-    """(t, bytes) of the whole process tree, using the main process's between-sample peak."""
-    ram = profile.ram
-    if ram is None or not len(ram):
-        return None
-    return ram.t, ram["rss_peak"] + ram["children"]
 
 
 def gpu_devices(profile: Profile) -> list[int]:

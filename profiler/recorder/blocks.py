@@ -8,7 +8,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from profiler import protocol
-from profiler.codec import encode_row_delta
+from profiler.profile.codec import encode_row_delta
 from profiler.protocol import TableSchema
 
 # Blocks smaller than this are stored uncompressed: zlib's own header would outweigh the gain.

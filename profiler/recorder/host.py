@@ -13,54 +13,15 @@ share one GIL in-process), and lets the file be finished even if the app dies.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import threading
-from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
-from profiler.launch import RunSpec
+from profiler.launch.spec import spec_from_json
 from profiler.recorder.session import Recording
 
 START_FAILED = 3
-
-
-def spec_to_json(spec: RunSpec, out_path: str | os.PathLike[str]) -> str:
-    return json.dumps(
-        {
-            "target": spec.target,
-            "args": list(spec.args),
-            "module": spec.module,
-            "cwd": spec.cwd,
-            "python": spec.python,
-            "env": dict(spec.env) if spec.env is not None else None,
-            "interval_ms": spec.interval_ms,
-            "hooks": spec.hooks,
-            "ram_budget_bytes": spec.ram_budget_bytes,
-            "out": os.fspath(out_path),
-        }
-    )
-
-
-def spec_from_json(line: str) -> tuple[RunSpec, Path]:
-    data: dict[str, Any] = json.loads(line)
-    spec = RunSpec(
-        target=str(data["target"]),
-        args=tuple(str(a) for a in data["args"]),
-        module=bool(data["module"]),
-        cwd=str(data["cwd"]),
-        python=str(data["python"]),
-        env={str(k): str(v) for k, v in data["env"].items()}
-        if data.get("env") is not None
-        else None,
-        interval_ms=float(data["interval_ms"]),
-        hooks=bool(data["hooks"]),
-        ram_budget_bytes=int(data["ram_budget_bytes"])
-        if data.get("ram_budget_bytes") is not None
-        else None,
-    )
-    return spec, Path(data["out"])
 
 
 class _FrameOut:

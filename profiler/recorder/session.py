@@ -18,14 +18,15 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import profiler
 from profiler import protocol
-from profiler.launch import RunSpec, build_launch
+from profiler.launch.command import build_launch
+from profiler.launch.spec import ExitStatus, RunSpec
+from profiler.profile.storage import ProfileError, ProfileWriter, compact_profile
 from profiler.protocol import CHILD_TABLE, NVML_TABLE, RAM_TABLE, TableSchema
 from profiler.recorder import nvml as nvml_mod
 from profiler.recorder import proctree
@@ -33,26 +34,12 @@ from profiler.recorder.blocks import TableBuffer
 from profiler.recorder.output import OutputPump, StreamChannel
 from profiler.recorder.sampler import HostSampler, TreeWatcher
 from profiler.recorder.server import AgentServer
-from profiler.storage import ProfileError, ProfileWriter, compact_profile
 
 FLUSH_S = 0.2
 LIVE_FLUSH_S = 0.05
 AGENT_LINGER_S = 1.0  # after the target exits, how long to wait for the agent's last frames
 OUTPUT_LINGER_S = 0.5  # ... and for output still in flight from grandchildren
 STOP_GRACE_S = 2.0
-
-
-@dataclass
-class ExitStatus:
-    exit_code: int | None
-    signal: int | None
-
-    @property
-    def shell_code(self) -> int:
-        """What a shell reports: the code itself, or 128+N after death by signal N."""
-        if self.signal is not None:
-            return 128 + self.signal
-        return self.exit_code if self.exit_code is not None else 1
 
 
 class Recording:
@@ -370,8 +357,3 @@ def _isatty(fd: int) -> bool:
         return os.isatty(fd)
     except OSError:
         return False
-
-
-def default_profile_name(spec: RunSpec, now: datetime | None = None) -> str:
-    stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
-    return f"{spec.display_name}-{stamp}.memsight"

@@ -14,10 +14,20 @@ import numpy as np
 from profiler.diagnosis import Diagnosis, get_fix
 from profiler.diagnosis.finding import SEVERITY_LABELS
 from profiler.diagnosis.signals import final_exception, gpu_devices, gpu_rows, ram_capacity
-from profiler.model import Profile
+from profiler.profile.model import Profile
+from profiler.profile.series import (
+    DEVICE_USED,
+    GPU_ALLOCATED_PEAK,
+    GPU_RESERVED_PEAK,
+    MAIN_PEAK,
+    PROCESS_TREE,
+    WORKERS,
+    Series,
+    process_tree_bytes,
+)
+from profiler.profile.summary import summarize
 from profiler.protocol import STDERR
 from profiler.report.decimate import envelope
-from profiler.summary import summarize
 from profiler.units import format_bytes, format_duration
 
 CHART_BUCKETS = 1500  # points per series: 2 per bucket, about one per pixel of a wide chart
@@ -25,14 +35,12 @@ MAX_MARKERS = 2000  # iteration ticks drawn; beyond that every k-th step
 OUTPUT_TAIL_LINES = 200
 
 
-def _series(
-    name: str, color: str, t: np.ndarray, y: np.ndarray, dash: bool = False
-) -> dict[str, Any]:
+def _series(series: Series, t: np.ndarray, y: np.ndarray) -> dict[str, Any]:
     tt, yy = envelope(t, y, CHART_BUCKETS)
     return {
-        "name": name,
-        "color": color,
-        "dash": dash,
+        "name": series.label,
+        "color": series.color,
+        "dash": series.dashed,
         "t": [round(float(v), 4) for v in tt],
         "y": [int(v) for v in yy],
     }
@@ -43,11 +51,11 @@ def _ram_chart(profile: Profile) -> dict[str, Any] | None:
     if ram is None or not len(ram):
         return None
     series = [
-        _series("Process tree", "#e07b39", ram.t, ram["rss_peak"] + ram["children"]),
-        _series("Main process (peak between samples)", "#2f6fba", ram.t, ram["rss_peak"]),
+        _series(PROCESS_TREE, ram.t, process_tree_bytes(ram)),
+        _series(MAIN_PEAK, ram.t, ram[MAIN_PEAK.key]),
     ]
-    if int(ram["children"].max()) > 0:
-        series.append(_series("Workers (USS)", "#3a9a5b", ram.t, ram["children"]))
+    if int(ram[WORKERS.key].max()) > 0:
+        series.append(_series(WORKERS, ram.t, ram[WORKERS.key]))
     limits = []
     capacity = ram_capacity(profile)
     if capacity is not None:
@@ -62,15 +70,13 @@ def _gpu_charts(profile: Profile) -> list[dict[str, Any]]:
         rows = gpu_rows(profile, device)
         assert rows is not None  # every device listed has rows
         series = [
-            _series("Reserved (peak)", "#8e5bc4", rows.t, rows["reserved_peak"]),
-            _series("Allocated (peak between samples)", "#c43d5b", rows.t, rows["allocated_peak"]),
+            _series(GPU_RESERVED_PEAK, rows.t, rows[GPU_RESERVED_PEAK.key]),
+            _series(GPU_ALLOCATED_PEAK, rows.t, rows[GPU_ALLOCATED_PEAK.key]),
         ]
         limits = []
         mine = nvml["device"] == device if nvml is not None and len(nvml) else None
         if nvml is not None and mine is not None and mine.any():
-            series.append(
-                _series("Device used (NVML)", "#777777", nvml.t[mine], nvml["used"][mine], True)
-            )
+            series.append(_series(DEVICE_USED, nvml.t[mine], nvml["used"][mine]))
             limits.append({"label": "device capacity", "y": int(nvml["total"][mine].max())})
         else:
             limits += [

@@ -18,7 +18,9 @@ import jinja2
 
 from profiler import resources
 from profiler.diagnosis import Diagnosis, diagnose
-from profiler.model import Profile
+from profiler.diagnosis.finding import SEVERITY_COLORS
+from profiler.profile.model import Profile
+from profiler.profile.series import MARK_COLORS
 from profiler.report.data import report_context
 
 TEMPLATE = "report.html.j2"
@@ -35,7 +37,11 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.globals["inline_css"] = (folder / "report.css").read_text(encoding="utf-8")
+    # The colours the app uses too, one definition each: severities and timeline marks.
+    colors = {**SEVERITY_COLORS, **{f"mark-{k}": v for k, v in MARK_COLORS.items()}}
+    variables = " ".join(f"--{name}: {color};" for name, color in colors.items())
+    stylesheet = (folder / "report.css").read_text(encoding="utf-8")
+    env.globals["inline_css"] = f":root {{ {variables} }}\n{stylesheet}"
     env.globals["inline_js"] = (folder / "report.js").read_text(encoding="utf-8")
     return env
 

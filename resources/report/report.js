@@ -170,8 +170,7 @@
       el("line", { "class": "event " + e.kind, x1: self.x(e.t), x2: self.x(e.t), y1: TOP, y2: HEIGHT - BOTTOM }, plot);
       var right = self.x(e.t) > WIDTH / 2;
       text(plot, self.x(e.t) + (right ? -4 : 4), TOP + 26, e.label,
-           { "class": "event-label", "text-anchor": right ? "end" : "start",
-             fill: e.kind === "error" ? "#c62f2f" : "#555" });
+           { "class": "event-label " + e.kind, "text-anchor": right ? "end" : "start" });
     });
     this.cursor = el("line", { "class": "grid", x1: 0, x2: 0, y1: TOP, y2: HEIGHT - BOTTOM, visibility: "hidden" }, svg);
     this.selection = el("rect", { "class": "selection", x: 0, y: TOP, width: 0, height: HEIGHT - TOP - BOTTOM, visibility: "hidden" }, svg);

@@ -19,7 +19,7 @@ from profiler import protocol
 from profiler.diagnosis.config import DiagnosisConfig
 from profiler.diagnosis.finding import Evidence, Finding
 from profiler.diagnosis.signals import breakdown, forward_rows, gpu_devices, gpu_rows, step_at
-from profiler.model import Profile
+from profiler.profile.model import Profile
 from profiler.units import format_bytes
 
 RULE_ID = "activations-dominate"

@@ -14,7 +14,7 @@ import numpy as np
 from profiler.diagnosis.config import DiagnosisConfig
 from profiler.diagnosis.finding import Evidence, Finding
 from profiler.diagnosis.signals import linear_fit
-from profiler.model import Profile
+from profiler.profile.model import Profile
 from profiler.units import format_bytes, format_duration
 
 RULE_ID = "dataloader-worker-growth"

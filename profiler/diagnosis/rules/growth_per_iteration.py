@@ -16,7 +16,7 @@ import numpy as np
 from profiler.diagnosis.config import DiagnosisConfig
 from profiler.diagnosis.finding import Evidence, Finding
 from profiler.diagnosis.signals import IterationLevels, iteration_levels, linear_fit
-from profiler.model import Profile
+from profiler.profile.model import Profile
 from profiler.units import format_bytes
 
 RULE_ID = "growth-per-iteration"

@@ -21,7 +21,7 @@ from profiler.diagnosis.signals import (
     linked_forward_ids,
     step_at,
 )
-from profiler.model import Profile
+from profiler.profile.model import Profile
 
 RULE_ID = "inference-without-no-grad"
 EXPLANATION = (

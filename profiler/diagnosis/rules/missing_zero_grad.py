@@ -13,7 +13,7 @@ import numpy as np
 from profiler import protocol
 from profiler.diagnosis.config import DiagnosisConfig
 from profiler.diagnosis.finding import Evidence, Finding
-from profiler.model import Profile
+from profiler.profile.model import Profile
 
 RULE_ID = "missing-zero-grad"
 EXPLANATION = (
@@ -44,7 +44,11 @@ def check(profile: Profile, config: DiagnosisConfig) -> list[Finding]:
         return []
     uncleared = steps["cleared"] == protocol.CLEARED_NONE
     start, length = _longest_run(uncleared)
-    every_later_step = length == len(uncleared) - 1 and length >= 3 and not uncleared[0]
+    every_later_step = (
+        length == len(uncleared) - 1
+        and length >= config.zero_grad_short_run_min_steps
+        and not uncleared[0]
+    )
     if length < config.zero_grad_min_uncleared_run and not every_later_step:
         return []
     first, last = int(steps["index"][start]), int(steps["index"][start + length - 1])

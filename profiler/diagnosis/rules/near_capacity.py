@@ -18,9 +18,9 @@ from profiler.diagnosis.signals import (
     gpu_devices,
     gpu_rows,
     ram_capacity,
-    tree_ram,
 )
-from profiler.model import Profile
+from profiler.profile.model import Profile
+from profiler.profile.series import process_tree
 from profiler.units import format_bytes
 
 RULE_ID = "near-capacity"
@@ -49,7 +49,7 @@ def _span(t: np.ndarray, used: np.ndarray, threshold: float) -> tuple[float, flo
 
 def _ram(profile: Profile, config: DiagnosisConfig) -> list[Finding]:
     capacity = ram_capacity(profile)
-    tree = tree_ram(profile)
+    tree = process_tree(profile)
     if capacity is None or tree is None:
         return []
     t, used = tree
@@ -67,7 +67,7 @@ def _ram(profile: Profile, config: DiagnosisConfig) -> list[Finding]:
     assert ram is not None
     children_peak = int(ram["children"].max())
     fixes: tuple[str, ...] = ("smaller-batch", "del-and-scope")
-    if children_peak >= 0.3 * peak:
+    if children_peak >= config.near_capacity_workers_share * peak:
         fixes = ("dataloader-worker-memory", *fixes)
     return [
         Finding(

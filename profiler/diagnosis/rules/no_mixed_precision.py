@@ -12,7 +12,7 @@ from profiler.diagnosis.config import DiagnosisConfig
 from profiler.diagnosis.finding import Evidence, Finding
 from profiler.diagnosis.rules.activations_dominate import dominates, estimates
 from profiler.diagnosis.signals import forward_rows
-from profiler.model import Profile
+from profiler.profile.model import Profile
 from profiler.units import format_bytes
 
 RULE_ID = "no-mixed-precision"

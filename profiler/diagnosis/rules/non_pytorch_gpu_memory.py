@@ -13,7 +13,7 @@ import numpy as np
 from profiler.diagnosis.config import DiagnosisConfig
 from profiler.diagnosis.finding import Evidence, Finding
 from profiler.diagnosis.signals import device_total, gpu_devices, gpu_rows
-from profiler.model import Profile
+from profiler.profile.model import Profile
 from profiler.units import format_bytes
 
 RULE_ID = "non-pytorch-gpu-memory"

@@ -14,8 +14,9 @@ import numpy as np
 
 from profiler.diagnosis.config import DiagnosisConfig
 from profiler.diagnosis.finding import Evidence, Finding
-from profiler.diagnosis.signals import final_exception, ram_capacity, step_at, tree_ram
-from profiler.model import Profile
+from profiler.diagnosis.signals import final_exception, ram_capacity, step_at
+from profiler.profile.model import Profile
+from profiler.profile.series import process_tree
 from profiler.units import format_bytes
 
 RULE_ID = "out-of-memory"
@@ -41,7 +42,7 @@ def _killed_near_limit(profile: Profile, config: DiagnosisConfig) -> tuple[float
     if profile.info.signal != signal.SIGKILL:
         return None
     capacity = ram_capacity(profile)
-    tree = tree_ram(profile)
+    tree = process_tree(profile)
     if capacity is None or tree is None:
         return None
     t, used = tree
@@ -63,10 +64,10 @@ def _killed_near_limit(profile: Profile, config: DiagnosisConfig) -> tuple[float
 def check(profile: Profile, config: DiagnosisConfig) -> list[Finding]:
     exc = final_exception(profile)
     if exc is not None and exc.get("oom"):
-        return [_from_exception(profile, exc.t, exc.data)]
+        return [_from_exception(profile, config, exc.t, exc.data)]
     killed = _killed_near_limit(profile, config)
     if killed is not None:
-        return [_from_kill(profile, *killed)]
+        return [_from_kill(profile, config, *killed)]
     return []
 
 
@@ -81,7 +82,9 @@ def _where(data: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
-def _from_exception(profile: Profile, t: float, data: dict[str, Any]) -> Finding:
+def _from_exception(
+    profile: Profile, config: DiagnosisConfig, t: float, data: dict[str, Any]
+) -> Finding:
     kind = data.get("oom")
     numbers = data.get("numbers") if isinstance(data.get("numbers"), dict) else {}
     assert isinstance(numbers, dict)
@@ -105,7 +108,7 @@ def _from_exception(profile: Profile, t: float, data: dict[str, Any]) -> Finding
             "allocator-config",
         )
         unallocated = numbers.get("reserved_unallocated")
-        if isinstance(unallocated, int) and unallocated >= 512 * 1024**2:
+        if isinstance(unallocated, int) and unallocated >= config.oom_fragmented_min_bytes:
             fixes = ("allocator-config", *[f for f in fixes if f != "allocator-config"])
         plot = "gpu"
     else:
@@ -149,13 +152,13 @@ def _gpu_text(numbers: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def _from_kill(profile: Profile, end: float, peak: int) -> Finding:
+def _from_kill(profile: Profile, config: DiagnosisConfig, end: float, peak: int) -> Finding:
     capacity = ram_capacity(profile)
     assert capacity is not None
-    tree = tree_ram(profile)
+    tree = process_tree(profile)
     assert tree is not None
     t, used = tree
-    high = np.flatnonzero(used >= 0.5 * peak)
+    high = np.flatnonzero(used >= config.oom_kill_evidence_from_share * peak)
     start = float(t[high[0]]) if len(high) else end
     text = (
         f"killed by SIGKILL with the process tree at {format_bytes(peak)}, "

@@ -9,8 +9,9 @@ from __future__ import annotations
 import codecs
 from typing import Any
 
-from profiler import codec, protocol
-from profiler.model import (
+from profiler import protocol
+from profiler.profile import codec
+from profiler.profile.model import (
     TIME_COLUMNS,
     ChildProcess,
     DeviceInfo,

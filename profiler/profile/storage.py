@@ -18,10 +18,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from profiler import codec, protocol
-from profiler.model import Profile
+from profiler import protocol
+from profiler.profile import codec
+from profiler.profile.model import Profile
+from profiler.profile.replay import ProfileBuilder
 from profiler.protocol import ProtocolError, TableSchema
-from profiler.replay import ProfileBuilder
 
 MAGIC = b"MEMSIGHT"
 FORMAT_VERSION = 1

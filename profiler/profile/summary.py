@@ -1,6 +1,6 @@
 """Key numbers of a profile: peaks with their times, the exit, children, counts.
 
-`memsight report` prints these; `report --json` follows the schema in DESIGN.md.
+`memsight report` prints these; `report --json` follows the schema in docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from profiler.model import Profile
+from profiler.profile.model import Profile
+from profiler.profile.series import process_tree_bytes
 from profiler.units import format_bytes, format_duration
 
 
@@ -57,7 +58,7 @@ def summarize(profile: Profile) -> RunSummary:
     ram_peak = tree_peak = None
     if ram is not None and len(ram):
         ram_peak = _peak(ram.t, ram["rss_peak"])
-        tree_peak = _peak(ram.t, ram["rss_peak"] + ram["children"])
+        tree_peak = _peak(ram.t, process_tree_bytes(ram))
     gpu = profile.gpu
     alloc_peak = reserved_peak = None
     if gpu is not None:
@@ -96,7 +97,7 @@ def _children(profile: Profile) -> list[ChildSummary]:
 
 
 def to_json(profile: Profile, findings: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The `memsight report --json` object (schema in DESIGN.md; keys may be added)."""
+    """The `memsight report --json` object (schema in docs/architecture.md; keys may be added)."""
     s = summarize(profile)
     info = profile.info
 

@@ -8,37 +8,12 @@ before the target's code runs, so the target sees exactly the environment it was
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from profiler.runtime import default_python
-
-AGENT_ENV = "MEMSIGHT_AGENT"
-DEFAULT_INTERVAL_MS = 10.0
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    """What to run and how to record it."""
-
-    target: str  # script path, or module name when `module` is true
-    args: tuple[str, ...] = ()
-    module: bool = False
-    cwd: str = field(default_factory=os.getcwd)
-    python: str = field(default_factory=default_python)
-    env: Mapping[str, str] | None = None  # the target's whole environment; None: inherit ours
-    interval_ms: float = DEFAULT_INTERVAL_MS
-    hooks: bool = True
-    ram_budget_bytes: int | None = None  # what the run is meant to fit in (near-capacity rule)
-
-    @property
-    def display_name(self) -> str:
-        """Short name for files and titles: the script's stem or the module's last part."""
-        if self.module:
-            return self.target.rsplit(".", 1)[-1] or "module"
-        return Path(self.target).stem or "script"
+from profiler.launch.spec import RunSpec
+from profiler.protocol import AGENT_ENV
 
 
 @dataclass(frozen=True)
@@ -49,7 +24,7 @@ class LaunchPlan:
 
 
 def agent_bootstrap_path() -> str:
-    return str(Path(__file__).resolve().parent / "agent" / "bootstrap.py")
+    return str(Path(__file__).resolve().parent.parent / "agent" / "bootstrap.py")
 
 
 def build_launch(

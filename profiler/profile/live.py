@@ -10,9 +10,9 @@ from __future__ import annotations
 import queue
 
 from profiler import protocol
-from profiler.model import Profile
+from profiler.profile.model import Profile
+from profiler.profile.replay import ProfileBuilder
 from profiler.protocol import FrameReader
-from profiler.replay import ProfileBuilder
 
 
 class LiveProfile:

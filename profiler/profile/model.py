@@ -1,6 +1,6 @@
 """The in-memory profile: run metadata, events, output and sample tables.
 
-A Profile is built only by profiler.replay.ProfileBuilder, from the same frames whether they
+A Profile is built only by profiler.profile.replay.ProfileBuilder, from the same frames whether they
 arrive live from a recording or are read back from a file.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from profiler.columns import ColumnStore
+from profiler.profile.columns import ColumnStore
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

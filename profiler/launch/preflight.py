@@ -1,6 +1,8 @@
-"""Check a run specification before anything is launched (Qt-free; used by the GUI).
+"""Check a run specification before anything is launched: the one validator of a run.
 
-Each problem names the setting it concerns and says, in one sentence, what is wrong.
+The command line and the app both build a RunSpec and ask check_run() what is wrong with it.
+Each problem names the setting it concerns (the app marks that field, the command line names
+its option) and says, in one sentence, what is wrong.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ import subprocess
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
-from profiler.launch import RunSpec
+from profiler.launch.spec import RunSpec
+from profiler.units import parse_bytes
 
 MIN_INTERVAL_MS = 0.5
 MIN_PYTHON = (3, 9)
@@ -22,10 +26,36 @@ PROBE = (
 )
 
 
+# The settings of a run, by the names problems use for them.
+Setting = Literal["script", "args", "cwd", "python", "env", "interval", "ram_budget"]
+
+
 @dataclass(frozen=True)
 class Problem:
-    setting: str  # "script", "cwd", "python", "interval"
+    setting: Setting
     message: str
+    # A blocking problem stops the run; the others are worth saying but may be wrong (the
+    # torch check reads the script's imports, which may sit behind a try/except).
+    blocking: bool = True
+
+
+class InvalidSetting(ValueError):
+    """A setting typed as text that cannot be read; carries the problem to show."""
+
+    def __init__(self, problem: Problem) -> None:
+        super().__init__(problem.message)
+        self.problem = problem
+
+
+def ram_budget_from_text(text: str) -> int | None:
+    """The RAM budget a user typed ("6 GiB", "6G"); None for an empty field."""
+    if not text.strip():
+        return None
+    try:
+        return parse_bytes(text)
+    except ValueError:
+        message = f"The RAM budget must be a size such as 6GiB or 512MiB, not {text.strip()!r}."
+        raise InvalidSetting(Problem("ram_budget", message)) from None
 
 
 @dataclass(frozen=True)
@@ -51,7 +81,7 @@ def check_run(spec: RunSpec) -> list[Problem]:
             problems.append(Problem("script", f"{spec.target} is a folder without a __main__.py."))
     elif not spec.target:
         problems.append(Problem("script", "Name the module to run."))
-    if spec.interval_ms < MIN_INTERVAL_MS:
+    if not spec.interval_ms >= MIN_INTERVAL_MS:  # NaN too
         problems.append(
             Problem("interval", f"The sampling interval must be at least {MIN_INTERVAL_MS:g} ms.")
         )
@@ -71,6 +101,7 @@ def check_run(spec: RunSpec) -> list[Problem]:
                 "python",
                 f"The script imports torch, but {spec.python} has no torch installed. "
                 "Pick the interpreter of the environment the script runs in.",
+                blocking=False,
             )
         )
     return problems
