@@ -1,5 +1,5 @@
-"""Helpers for tests that drive processes: their state in /proc, killing them, and a
-pseudo-terminal that delivers a real Ctrl+C."""
+"""Helpers for tests that drive processes: their state in /proc, killing them, a
+pseudo-terminal that delivers a real Ctrl+C, and what a started app wrote to its settings."""
 
 from __future__ import annotations
 
@@ -118,3 +118,18 @@ def _take_controlling_terminal() -> None:
     import fcntl
 
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+def wait_for_setting(
+    app: subprocess.Popen[bytes], home: Path, text: str, timeout: float = 30.0
+) -> str:
+    """Until the app, started with HOME and XDG_CONFIG_HOME=HOME/config, has written `text`
+    into its settings file; returns the file's content. Fails at once if the app exits."""
+    settings = home / "config" / "memsight" / "memsight.conf"
+
+    def written() -> str | None:
+        assert app.poll() is None, app.stdout.read().decode() if app.stdout else ""
+        content = settings.read_text() if settings.exists() else ""
+        return content if text in content else None
+
+    return wait_until(written, timeout, f"{text} in {settings}")

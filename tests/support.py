@@ -1,5 +1,5 @@
 """Helpers for end-to-end tests: write a script, run it under memsight and under plain python,
-and wait for what a run leaves on disk.
+wait for what a run leaves on disk, and check an example's findings.
 
 Nothing here sleeps and hopes: every wait polls a condition every POLL_S up to a deadline.
 Helpers for processes and terminals are in tests/processes.py.
@@ -7,7 +7,9 @@ Helpers for processes and terminals are in tests/processes.py.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -15,10 +17,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from profiler.model import Profile
-from profiler.storage import ProfileError, load_profile
+from profiler.diagnosis import diagnose
+from profiler.profile.model import Profile
+from profiler.profile.storage import ProfileError, load_profile
+
+if TYPE_CHECKING:
+    from examples.catalog import Example
 
 T = TypeVar("T")
 POLL_S = 0.02
@@ -181,3 +187,25 @@ def wait_for_samples(path: Path, seconds: float, timeout: float = 15.0) -> Profi
 def seconds_since_t0(profile: Profile, monotonic_ns: int) -> float:
     assert profile.info.t0_ns is not None
     return (monotonic_ns - profile.info.t0_ns) / 1e9
+
+
+def check_example(example: Example, tmp_path: Path) -> None:
+    """Record the example with `memsight run`; its findings must be exactly the declared ones,
+    in the diagnosis and in `memsight report --json`."""
+    script = tmp_path / example.path.name
+    shutil.copy(example.path, script)
+    result = run_memsight([*example.options, str(script)], tmp_path, timeout=180)
+    assert result.returncode in (0, 1), result.stderr
+    diagnosis = diagnose(result.profile())
+    assert not diagnosis.failed
+    found = {f.rule for f in diagnosis.findings}
+    details = "\n".join(f"{f.rule}: {f.evidence.text}" for f in diagnosis.findings)
+    assert found == example.expect, details
+    if not example.expect:
+        return
+    report = run_cli("report", "--json", str(result.profile_path), cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    reported = json.loads(report.stdout)["findings"]
+    assert {f["rule"] for f in reported} == example.expect
+    for finding in reported:
+        assert finding["evidence"]["text"] and finding["fixes"], finding

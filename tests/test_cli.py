@@ -46,13 +46,34 @@ def test_dash_m_without_a_module_is_a_usage_error() -> None:
     ("args", "message"),
     [
         (["run"], "a SCRIPT (or -m MODULE) to run is required"),
-        (["run", "missing.py"], "no such script: missing.py"),
-        (["run", "--interval-ms", "0", "t.py"], "--interval-ms must be at least"),
-        (["run", "--python", "/no/such/python", "t.py"], "--python: no such interpreter"),
+        (["run", "missing.py"], "The script missing.py does not exist."),
+        (
+            ["run", "--interval-ms", "0", "t.py"],
+            "--interval-ms: The sampling interval must be at least",
+        ),
+        (
+            ["run", "--interval-ms", "nan", "t.py"],
+            "--interval-ms: The sampling interval must be at least",
+        ),
+        (
+            ["run", "--python", "/no/such/python", "t.py"],
+            "--python: The interpreter /no/such/python does not exist.",
+        ),
+        (
+            ["run", "--python", "no-such-python-here", "t.py"],
+            "--python: The interpreter no-such-python-here does not exist.",
+        ),
+        (["run", "--python", "/", "t.py"], "--python: / is not an executable program."),
         (["run", "--out", "/no/such/dir/x.memsight", "t.py"], "--out: no such directory"),
         (["run", "-", "x"], "standard input is not supported"),
-        (["run", "--ram-budget", "lots", "t.py"], "--ram-budget: not a size: 'lots'"),
-        (["run", "--ram-budget", "0", "t.py"], "--ram-budget: not a positive size"),
+        (
+            ["run", "--ram-budget", "lots", "t.py"],
+            "--ram-budget: The RAM budget must be a size such as 6GiB or 512MiB, not 'lots'.",
+        ),
+        (
+            ["run", "--ram-budget", "0", "t.py"],
+            "--ram-budget: The RAM budget must be a size such as 6GiB or 512MiB, not '0'.",
+        ),
         (["--bogus"], "unknown option --bogus"),
     ],
 )
@@ -93,6 +114,7 @@ def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--interval-ms" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # records a run in a subprocess
 def test_the_default_profile_name_is_the_script_and_a_timestamp_in_the_working_directory(
     tmp_path: Path,
 ) -> None:
@@ -120,6 +142,7 @@ def test_the_default_profile_name_is_the_script_and_a_timestamp_in_the_working_d
     )
 
 
+@pytest.mark.slow  # records a run in a subprocess
 def test_report_prints_the_run_its_peaks_and_its_end(tmp_path: Path) -> None:
     write_script(tmp_path, "r.py", "b = bytearray(50 * 2**20)\nimport sys; sys.exit(4)\n")
     run = run_memsight(["r.py", "x"], tmp_path)
@@ -137,6 +160,7 @@ def test_report_prints_the_run_its_peaks_and_its_end(tmp_path: Path) -> None:
     assert "the run did not use CUDA" in out.stdout
 
 
+@pytest.mark.slow  # records a run in a subprocess
 def test_report_json_follows_the_design_schema(tmp_path: Path) -> None:
     write_script(tmp_path, "j.py", "import time; b = bytearray(30 * 2**20); time.sleep(0.2)\n")
     run = run_memsight(["j.py", "--flag"], tmp_path)
@@ -157,6 +181,7 @@ def test_report_json_follows_the_design_schema(tmp_path: Path) -> None:
     assert report["findings"] == []
 
 
+@pytest.mark.slow  # records a run in a subprocess
 def test_under_a_terminal_the_target_sees_a_terminal_and_its_output_arrives_line_by_line(
     tmp_path: Path,
 ) -> None:

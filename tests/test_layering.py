@@ -1,4 +1,4 @@
-"""Layering rules from DESIGN.md, checked in fresh interpreters."""
+"""Layering rules from docs/architecture.md, checked in fresh interpreters."""
 
 from __future__ import annotations
 
@@ -35,6 +35,14 @@ def test_no_profiler_module_imports_qt() -> None:
     assert len(modules) > 10
 
 
+# What runs inside the user's interpreter: the agent and the two core modules it ships with.
+AGENT_SOURCES = [
+    *sorted((ROOT / "profiler" / "agent").rglob("*.py")),
+    ROOT / "profiler" / "protocol.py",
+    ROOT / "profiler" / "units.py",
+]
+
+
 def test_the_agent_and_protocol_need_nothing_beyond_the_standard_library() -> None:
     # Import the agent exactly as the bootstrap does, with numpy and psutil made unimportable.
     code = f"""
@@ -47,7 +55,7 @@ sys.meta_path.insert(0, Block())
 root = {str(ROOT / "profiler")!r}
 spec = importlib.util.spec_from_file_location("_memsight_profiler", os.path.join(root, "__init__.py"), submodule_search_locations=[root])
 pkg = importlib.util.module_from_spec(spec); sys.modules["_memsight_profiler"] = pkg; spec.loader.exec_module(pkg)
-for name in ("protocol", "agent", "agent.runner", "agent.client", "agent.cuda"):
+for name in ("protocol", "units", "agent", "agent.runner", "agent.client", "agent.cuda", "agent.oom"):
     importlib.import_module("_memsight_profiler." + name)
 print("ok")
 """
@@ -56,14 +64,13 @@ print("ok")
 
 
 def test_agent_and_protocol_sources_parse_as_python_3_9() -> None:
-    files = [*sorted((ROOT / "profiler" / "agent").glob("*.py")), ROOT / "profiler" / "protocol.py"]
-    for path in files:
+    for path in AGENT_SOURCES:
         ast.parse(path.read_text(), filename=str(path), feature_version=(3, 9))
 
 
 def test_the_agent_imports_only_relatively_within_memsight() -> None:
     # Under its private package name the agent cannot import `profiler.*` absolutely.
-    for path in [*(ROOT / "profiler" / "agent").glob("*.py"), ROOT / "profiler" / "protocol.py"]:
+    for path in AGENT_SOURCES:
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -100,3 +107,18 @@ def _setup_commands(readme: str) -> list[str]:
         for line in block.strip().splitlines()
         if line.strip() and not line.startswith("#")
     ]
+
+
+def test_no_test_module_imports_another() -> None:
+    # Shared helpers live in support modules (tests/support.py, tests/processes.py,
+    # tests/factories.py, tests/gui/support.py) or conftest.py fixtures, never in a test module.
+    for path in (ROOT / "tests").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                modules = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                modules = [a.name for a in node.names]
+            else:
+                continue
+            for module in modules:
+                assert not module.rpartition(".")[2].startswith("test_"), f"{path}: {module}"

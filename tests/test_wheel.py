@@ -18,7 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import wait_for_setting
 from tests.support import ROOT, write_script
+
+# Builds the wheel and installs it in a fresh virtual environment.
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
@@ -155,9 +159,7 @@ def test_the_gui_starts_from_the_installed_wheel(installed: Path, tmp_path: Path
         [str(installed / "bin" / "memsight"), str(profile)], env=environ, cwd=tmp_path
     )
     try:
-        from tests.gui.test_launch import _wait_for_setting
-
-        _wait_for_setting(gui, home, str(profile.resolve()))
+        wait_for_setting(gui, home, str(profile.resolve()))
     finally:
         gui.terminate()
         gui.wait(10)

@@ -10,11 +10,16 @@ from __future__ import annotations
 import queue
 from pathlib import Path
 
+import pytest
+
 from profiler.diagnosis import diagnose, finding_to_json
-from profiler.launch import RunSpec
-from profiler.live import LiveProfile
+from profiler.launch.spec import RunSpec
+from profiler.profile.live import LiveProfile
 from profiler.recorder.session import Recording
 from tests.support import write_script
+
+# Records a real PyTorch training run, then diagnoses every prefix of it.
+pytestmark = pytest.mark.slow
 
 TRAIN_WITHOUT_ZERO_GRAD = """
 import torch

@@ -2,26 +2,24 @@
 
 from __future__ import annotations
 
+import pkgutil
+import re
+from types import ModuleType
+
 import numpy as np
 import pytest
 
 from profiler import protocol
-from profiler.diagnosis import DEFAULT_CONFIG, diagnose
-from profiler.diagnosis.rules import (
-    activations_dominate,
-    dataloader_worker_growth,
-    dataset_on_device,
-    fragmentation,
-    growth_per_iteration,
-    inference_without_no_grad,
-    missing_zero_grad,
-    near_capacity,
-    no_mixed_precision,
-    non_pytorch_gpu_memory,
-    out_of_memory,
-)
-from profiler.model import Event, Profile, SampleTable
-from tests.diagnosis.synthetic import GiB, MiB, profile, ram, steps, table
+from profiler.diagnosis import DEFAULT_CONFIG, diagnose, get_fix
+from profiler.diagnosis import rules as rules_package
+from profiler.diagnosis.rules import ALL_RULES
+from profiler.profile.model import Profile, SampleTable
+from tests.factories import GiB, MiB, oom_event, profile, ram, spans, steps, table
+from tests.support import ROOT
+
+# Every rule is reached through the registry diagnose() runs, never by importing its module:
+# a rule tested by its module but missing from the registry would pass here and never run.
+RULES = {rule.RULE_ID: rule for rule in ALL_RULES}
 
 BASE = 800 * MiB
 rng = np.random.default_rng(7)
@@ -36,7 +34,7 @@ def noise(n: int, scale: float = 2 * MiB) -> np.ndarray:
 
 def test_growth_fires_with_rate_span_and_fit() -> None:
     levels = BASE + 3 * MiB * np.arange(240) + noise(240)
-    [finding] = growth_per_iteration.check(profile(steps(levels)), DEFAULT_CONFIG)
+    [finding] = RULES["growth-per-iteration"].check(profile(steps(levels)), DEFAULT_CONFIG)
     assert finding.severity == "warning"
     numbers = finding.evidence.numbers
     assert numbers["bytes_per_iteration"] == pytest.approx(3 * MiB, rel=0.05)
@@ -65,7 +63,7 @@ def test_growth_is_silent_on_look_alikes(shape: str) -> None:
         "small_creep": BASE + 0.05 * MiB * i + noise(300, 0.2 * MiB),
         "sawtooth": BASE + 4 * MiB * (i % 50) + noise(300),
     }[shape]
-    assert growth_per_iteration.check(profile(steps(levels)), DEFAULT_CONFIG) == []
+    assert RULES["growth-per-iteration"].check(profile(steps(levels)), DEFAULT_CONFIG) == []
 
 
 def test_growth_on_the_gpu_is_reported_for_that_device() -> None:
@@ -73,13 +71,13 @@ def test_growth_on_the_gpu_is_reported_for_that_device() -> None:
     flat_rss = BASE + noise(n)
     allocated = 2 * GiB + 8 * MiB * np.arange(n)
     p = profile(steps(flat_rss, device=0, allocated=allocated))
-    [finding] = growth_per_iteration.check(p, DEFAULT_CONFIG)
+    [finding] = RULES["growth-per-iteration"].check(p, DEFAULT_CONFIG)
     assert finding.evidence.plot == "gpu" and finding.evidence.numbers["device"] == 0
 
 
 def test_growth_needs_enough_iterations() -> None:
     levels = BASE + 50 * MiB * np.arange(10)
-    assert growth_per_iteration.check(profile(steps(levels)), DEFAULT_CONFIG) == []
+    assert RULES["growth-per-iteration"].check(profile(steps(levels)), DEFAULT_CONFIG) == []
 
 
 # missing-zero-grad ------------------------------------------------------------------------
@@ -92,7 +90,7 @@ def _cleared(pattern: list[int], repeat: int) -> np.ndarray:
 def test_missing_zero_grad_fires_on_a_long_uncleared_run() -> None:
     cleared = np.full(50, protocol.CLEARED_NONE)
     cleared[0] = protocol.CLEARED_FIRST_STEP
-    [finding] = missing_zero_grad.check(
+    [finding] = RULES["missing-zero-grad"].check(
         profile(steps(np.full(50, BASE), cleared=cleared)), DEFAULT_CONFIG
     )
     assert finding.evidence.iterations == (2, 50)
@@ -101,7 +99,7 @@ def test_missing_zero_grad_fires_on_a_long_uncleared_run() -> None:
 
 def test_missing_zero_grad_fires_on_a_short_run_that_never_clears() -> None:
     cleared = [protocol.CLEARED_FIRST_STEP] + [protocol.CLEARED_NONE] * 4
-    assert missing_zero_grad.check(
+    assert RULES["missing-zero-grad"].check(
         profile(steps(np.full(5, BASE), cleared=cleared)), DEFAULT_CONFIG
     )
 
@@ -118,7 +116,7 @@ def test_missing_zero_grad_fires_on_a_short_run_that_never_clears() -> None:
 )
 def test_missing_zero_grad_silent_when_gradients_are_cleared(cleared: list[int]) -> None:
     p = profile(steps(np.full(len(cleared), BASE), cleared=cleared))
-    assert missing_zero_grad.check(p, DEFAULT_CONFIG) == []
+    assert RULES["missing-zero-grad"].check(p, DEFAULT_CONFIG) == []
 
 
 # inference-without-no-grad ----------------------------------------------------------------
@@ -128,26 +126,11 @@ EVAL_WITH_GRAD = protocol.FLAG_GRAD | protocol.FLAG_REQUIRES_GRAD
 EVAL_NO_GRAD = 0
 
 
-def spans(forwards: list[tuple[int, int]], linked: list[int], start: float = 1.0) -> SampleTable:
-    """forwards: (flags, module id) per forward, 0.1 s apart; linked: forward ids (1-based)
-    that a backward went through, each getting a backward row and a link row."""
-    rows = [
-        (start + 0.1 * i, protocol.SPAN_FORWARD, i + 1, module, flags)
-        for i, (flags, module) in enumerate(forwards)
-    ]
-    for fid in linked:
-        t = start + 0.1 * (fid - 1) + 0.05
-        rows += [(t, protocol.SPAN_BACKWARD, fid, 0, 0), (t, protocol.SPAN_LINK, fid, 0, 0)]
-    rows.sort(key=lambda row: row[0])
-    t, kind, ids, module, flags = (np.array(column) for column in zip(*rows, strict=False))
-    return table("spans", t, end=t + 0.01, kind=kind, id=ids, module=module, flags=flags, depth=0)
-
-
 def test_eval_with_grad_and_no_backward_fires() -> None:
     forwards = [(TRAIN, 1)] * 20 + [(EVAL_WITH_GRAD, 1)] * 10
     p = profile(spans(forwards, linked=list(range(1, 21))))
     p.names[1] = "TinyNet"
-    [finding] = inference_without_no_grad.check(p, DEFAULT_CONFIG)
+    [finding] = RULES["inference-without-no-grad"].check(p, DEFAULT_CONFIG)
     assert finding.evidence.numbers["forwards"] == 10
     assert "TinyNet" in finding.evidence.text and "eval mode" in finding.evidence.text
 
@@ -155,7 +138,7 @@ def test_eval_with_grad_and_no_backward_fires() -> None:
 def test_validation_in_train_mode_with_grad_on_fires() -> None:
     # 20 training forwards with a backward each, then 10 validation forwards without one
     forwards = [(TRAIN, 1)] * 30
-    [finding] = inference_without_no_grad.check(
+    [finding] = RULES["inference-without-no-grad"].check(
         profile(spans(forwards, linked=list(range(1, 21)))), DEFAULT_CONFIG
     )
     assert finding.evidence.numbers["forwards"] == 10 and "in train mode" in finding.evidence.text
@@ -163,7 +146,7 @@ def test_validation_in_train_mode_with_grad_on_fires() -> None:
 
 def test_pure_inference_script_with_grad_on_fires() -> None:
     p = profile(spans([(EVAL_WITH_GRAD, 1)] * 8, linked=[]))
-    assert inference_without_no_grad.check(p, DEFAULT_CONFIG)
+    assert RULES["inference-without-no-grad"].check(p, DEFAULT_CONFIG)
 
 
 @pytest.mark.parametrize(
@@ -181,28 +164,13 @@ def test_pure_inference_script_with_grad_on_fires() -> None:
 def test_inference_rule_silent_on_legitimate_forwards(
     forwards: list[tuple[int, int]], linked: list[int]
 ) -> None:
-    assert inference_without_no_grad.check(profile(spans(forwards, linked)), DEFAULT_CONFIG) == []
+    assert (
+        RULES["inference-without-no-grad"].check(profile(spans(forwards, linked)), DEFAULT_CONFIG)
+        == []
+    )
 
 
 # out-of-memory and near-capacity ----------------------------------------------------------
-
-
-def oom_event(kind: str, t: float = 5.0, **numbers: int) -> Event:
-    return Event(
-        t,
-        "exception",
-        {
-            "exc_type": "torch.OutOfMemoryError" if kind == "gpu" else "RuntimeError",
-            "message": "CUDA out of memory."
-            if kind == "gpu"
-            else "DefaultCPUAllocator: can't allocate memory",
-            "uncaught": True,
-            "oom": kind,
-            "phase": "backward",
-            "iteration": 12,
-            "numbers": numbers,
-        },
-    )
 
 
 def test_gpu_oom_is_critical_with_the_numbers_from_the_message() -> None:
@@ -215,7 +183,7 @@ def test_gpu_oom_is_critical_with_the_numbers_from_the_message() -> None:
         reserved_unallocated=100 * MiB,
     )
     p = profile(ram(6, BASE), steps(np.full(20, BASE)), events=[event], exit_code=1)
-    [finding] = out_of_memory.check(p, DEFAULT_CONFIG)
+    [finding] = RULES["out-of-memory"].check(p, DEFAULT_CONFIG)
     assert finding.severity == "critical"
     assert "in backward after 12 optimizer steps" in finding.title
     assert "asked for 2.00 GiB" in finding.evidence.text
@@ -225,33 +193,33 @@ def test_gpu_oom_is_critical_with_the_numbers_from_the_message() -> None:
 
 def test_gpu_oom_with_much_reserved_but_unallocated_puts_the_allocator_fix_first() -> None:
     event = oom_event("gpu", requested=GiB, reserved_unallocated=6 * GiB)
-    [finding] = out_of_memory.check(profile(events=[event]), DEFAULT_CONFIG)
+    [finding] = RULES["out-of-memory"].check(profile(events=[event]), DEFAULT_CONFIG)
     assert finding.fixes[0] == "allocator-config"
 
 
 def test_caught_oom_that_did_not_end_the_run_is_not_out_of_memory() -> None:
     event = oom_event("gpu")
     event.data["uncaught"] = False
-    assert out_of_memory.check(profile(events=[event], exit_code=0), DEFAULT_CONFIG) == []
+    assert RULES["out-of-memory"].check(profile(events=[event], exit_code=0), DEFAULT_CONFIG) == []
 
 
 def test_sigkill_near_the_limit_reads_as_the_oom_killer() -> None:
     total = 8 * GiB
     rising = ram(10, lambda t: (0.5 + 0.045 * t) * total)
     p = profile(rising, ram_total=total, signal=9)
-    [finding] = out_of_memory.check(p, DEFAULT_CONFIG)
+    [finding] = RULES["out-of-memory"].check(p, DEFAULT_CONFIG)
     assert "killed" in finding.title
-    assert near_capacity.check(p, DEFAULT_CONFIG) == []  # the OOM says it already
+    assert RULES["near-capacity"].check(p, DEFAULT_CONFIG) == []  # the OOM says it already
 
 
 def test_sigkill_with_memory_to_spare_is_not_an_oom() -> None:
     p = profile(ram(10, 2 * GiB), ram_total=16 * GiB, signal=9)
-    assert out_of_memory.check(p, DEFAULT_CONFIG) == []
+    assert RULES["out-of-memory"].check(p, DEFAULT_CONFIG) == []
 
 
 def test_near_capacity_against_the_run_budget() -> None:
     p = profile(ram(5, lambda t: BASE + 100 * MiB * t), ram_budget_bytes=1300 * MiB)
-    [finding] = near_capacity.check(p, DEFAULT_CONFIG)
+    [finding] = RULES["near-capacity"].check(p, DEFAULT_CONFIG)
     assert finding.evidence.plot == "ram" and "budget" in finding.title
     assert finding.evidence.numbers["share"] >= 0.9
     assert finding.evidence.start_s == pytest.approx((0.9 * 1300 - 800) / 100, abs=0.02)
@@ -270,7 +238,9 @@ def test_near_capacity_on_a_gpu_uses_device_used_memory() -> None:
         alloc_retries=0,
     )
     nvml = table("nvml", t, device=0, used=np.where(t > 3, 75 * GiB, 71 * GiB), total=80 * GiB)
-    [finding] = near_capacity.check(profile(gpu, nvml, devices=[(0, 80 * GiB)]), DEFAULT_CONFIG)
+    [finding] = RULES["near-capacity"].check(
+        profile(gpu, nvml, devices=[(0, 80 * GiB)]), DEFAULT_CONFIG
+    )
     assert finding.evidence.plot == "gpu" and finding.evidence.start_s > 3
 
 
@@ -286,7 +256,7 @@ def test_near_capacity_silent_with_room_to_spare() -> None:
         reserved_peak=40 * GiB,
     )
     p = profile(ram(5, 4 * GiB), gpu, devices=[(0, 80 * GiB)])
-    assert near_capacity.check(p, DEFAULT_CONFIG) == []
+    assert RULES["near-capacity"].check(p, DEFAULT_CONFIG) == []
 
 
 # activations-dominate / no-mixed-precision / dataset-on-device / fragmentation -------------
@@ -340,48 +310,53 @@ def gpu_training(
 
 def test_activations_dominate_and_no_mixed_precision_fire_together() -> None:
     p = gpu_training(before=1 * GiB, peak=30 * GiB)
-    [act] = activations_dominate.check(p, DEFAULT_CONFIG)
+    [act] = RULES["activations-dominate"].check(p, DEFAULT_CONFIG)
     assert act.severity == "info" and act.evidence.plot == "gpu"
     assert act.evidence.numbers["activation_bytes"] == 30 * GiB - 1 * GiB - 3 * GiB
-    [amp] = no_mixed_precision.check(p, DEFAULT_CONFIG)
+    [amp] = RULES["no-mixed-precision"].check(p, DEFAULT_CONFIG)
     assert amp.fixes == ("mixed-precision",)
 
 
 def test_no_mixed_precision_silent_under_autocast_and_when_the_model_dominates() -> None:
     assert (
-        no_mixed_precision.check(
+        RULES["no-mixed-precision"].check(
             gpu_training(before=GiB, peak=30 * GiB, autocast=True), DEFAULT_CONFIG
         )
         == []
     )
     small = gpu_training(before=GiB, peak=6 * GiB)  # 2 GiB of activations vs 4 GiB of state
-    assert activations_dominate.check(small, DEFAULT_CONFIG) == []
-    assert no_mixed_precision.check(small, DEFAULT_CONFIG) == []
+    assert RULES["activations-dominate"].check(small, DEFAULT_CONFIG) == []
+    assert RULES["no-mixed-precision"].check(small, DEFAULT_CONFIG) == []
 
 
 def test_dataset_on_device_fires_when_data_stays_all_run() -> None:
     p = gpu_training(before=10 * GiB, peak=20 * GiB)  # 9 GiB beyond the 1 GiB of parameters
-    [finding] = dataset_on_device.check(p, DEFAULT_CONFIG)
+    [finding] = RULES["dataset-on-device"].check(p, DEFAULT_CONFIG)
     assert finding.evidence.numbers["extra_bytes"] == 9 * GiB
     assert finding.fixes == ("dataset-on-cpu-pinned",)
 
 
 def test_dataset_on_device_silent_when_only_parameters_were_there_or_it_was_freed() -> None:
-    assert dataset_on_device.check(gpu_training(before=GiB, peak=20 * GiB), DEFAULT_CONFIG) == []
+    assert (
+        RULES["dataset-on-device"].check(gpu_training(before=GiB, peak=20 * GiB), DEFAULT_CONFIG)
+        == []
+    )
     freed = gpu_training(before=10 * GiB, peak=20 * GiB, lowest_after=2 * GiB)
-    assert dataset_on_device.check(freed, DEFAULT_CONFIG) == []
+    assert RULES["dataset-on-device"].check(freed, DEFAULT_CONFIG) == []
 
 
 def test_fragmentation_from_retries_and_from_the_gap_at_the_peak() -> None:
-    [by_retries] = fragmentation.check(
+    [by_retries] = RULES["fragmentation"].check(
         gpu_training(before=GiB, peak=20 * GiB, retries=3), DEFAULT_CONFIG
     )
     assert by_retries.evidence.numbers["alloc_retries"] == 3
-    [by_gap] = fragmentation.check(
+    [by_gap] = RULES["fragmentation"].check(
         gpu_training(before=GiB, peak=20 * GiB, reserved_extra=9 * GiB), DEFAULT_CONFIG
     )
     assert by_gap.evidence.numbers["reserved_unallocated_bytes"] == 9 * GiB
-    assert fragmentation.check(gpu_training(before=GiB, peak=20 * GiB), DEFAULT_CONFIG) == []
+    assert (
+        RULES["fragmentation"].check(gpu_training(before=GiB, peak=20 * GiB), DEFAULT_CONFIG) == []
+    )
 
 
 def test_activations_on_the_cpu_use_rss() -> None:
@@ -401,7 +376,7 @@ def test_activations_on_the_cpu_use_rss() -> None:
         state_gpu=0,
     )
     sp = spans([(TRAIN, 1)] * 40, linked=list(range(1, 41)), start=2.0)
-    [finding] = activations_dominate.check(profile(ram(10, rss), st, sp), DEFAULT_CONFIG)
+    [finding] = RULES["activations-dominate"].check(profile(ram(10, rss), st, sp), DEFAULT_CONFIG)
     assert finding.evidence.plot == "ram"
 
 
@@ -425,13 +400,17 @@ def workers(growth_per_s: float, count: int = 2) -> SampleTable:
 
 
 def test_worker_growth_fires_per_worker() -> None:
-    [finding] = dataloader_worker_growth.check(profile(workers(15 * MiB, count=3)), DEFAULT_CONFIG)
+    [finding] = RULES["dataloader-worker-growth"].check(
+        profile(workers(15 * MiB, count=3)), DEFAULT_CONFIG
+    )
     assert finding.evidence.numbers["workers"] == 3
     assert finding.evidence.numbers["mean_growth_bytes"] == pytest.approx(15 * MiB * 18.5, rel=0.1)
 
 
 def test_worker_growth_silent_on_steady_workers() -> None:
-    assert dataloader_worker_growth.check(profile(workers(0.2 * MiB)), DEFAULT_CONFIG) == []
+    assert (
+        RULES["dataloader-worker-growth"].check(profile(workers(0.2 * MiB)), DEFAULT_CONFIG) == []
+    )
 
 
 # non-pytorch-gpu-memory -------------------------------------------------------------------
@@ -451,7 +430,7 @@ def test_other_processes_on_the_gpu() -> None:
     nvml = table(
         "nvml", t, device=0, used=40 * GiB, total=80 * GiB, process_used=12 * GiB + 500 * MiB
     )
-    [finding] = non_pytorch_gpu_memory.check(
+    [finding] = RULES["non-pytorch-gpu-memory"].check(
         profile(gpu, nvml, devices=[(0, 80 * GiB)]), DEFAULT_CONFIG
     )
     assert finding.evidence.numbers["other_processes_bytes"] == 40 * GiB - 12 * GiB - 500 * MiB
@@ -465,7 +444,9 @@ def test_other_processes_on_the_gpu() -> None:
         process_used=12 * GiB + 500 * MiB,
     )
     assert (
-        non_pytorch_gpu_memory.check(profile(gpu, quiet, devices=[(0, 80 * GiB)]), DEFAULT_CONFIG)
+        RULES["non-pytorch-gpu-memory"].check(
+            profile(gpu, quiet, devices=[(0, 80 * GiB)]), DEFAULT_CONFIG
+        )
         == []
     )
 
@@ -483,7 +464,75 @@ def test_diagnose_orders_by_severity_and_a_broken_rule_is_named_not_fatal(
     def broken(profile: object, config: object) -> list[object]:
         raise ZeroDivisionError("boom")
 
-    monkeypatch.setattr(fragmentation, "check", broken)
+    monkeypatch.setattr(RULES["fragmentation"], "check", broken)
     result = diagnose(p)
     assert [f.rule for f in result.findings] == ["out-of-memory", "growth-per-iteration"]
     assert result.failed == {"fragmentation": "ZeroDivisionError: boom"}
+
+
+# every registered rule -------------------------------------------------------------------
+
+# A profile each rule fires on (the patterns tested above). The registry says which rules must be
+# here: a rule registered without a case fails test_every_registered_rule_fires_on_its_pattern.
+FIRES = {
+    "out-of-memory": lambda: profile(events=[oom_event("gpu", requested=GiB)], exit_code=1),
+    "near-capacity": lambda: profile(
+        ram(5, lambda t: BASE + 100 * MiB * t), ram_budget_bytes=1300 * MiB
+    ),
+    "growth-per-iteration": lambda: profile(steps(BASE + 3 * MiB * np.arange(240))),
+    "inference-without-no-grad": lambda: profile(spans([(EVAL_WITH_GRAD, 1)] * 8, linked=[])),
+    "missing-zero-grad": lambda: profile(
+        steps(
+            np.full(50, BASE), cleared=[protocol.CLEARED_FIRST_STEP] + [protocol.CLEARED_NONE] * 49
+        )
+    ),
+    "activations-dominate": lambda: gpu_training(before=GiB, peak=30 * GiB),
+    "dataset-on-device": lambda: gpu_training(before=10 * GiB, peak=20 * GiB),
+    "fragmentation": lambda: gpu_training(before=GiB, peak=20 * GiB, retries=3),
+    "dataloader-worker-growth": lambda: profile(workers(15 * MiB, count=3)),
+    "no-mixed-precision": lambda: gpu_training(before=GiB, peak=30 * GiB),
+    "non-pytorch-gpu-memory": lambda: profile(
+        table("gpu", [0.0, 1.0], device=0, allocated=10 * GiB, reserved=12 * GiB),
+        table("nvml", [0.0, 1.0], device=0, used=40 * GiB, total=80 * GiB, process_used=12 * GiB),
+        devices=[(0, 80 * GiB)],
+    ),
+}
+
+
+def test_every_rule_module_is_registered_once_under_its_own_id() -> None:
+    modules = sorted(m.name for m in pkgutil.iter_modules(rules_package.__path__))
+    registered = sorted(rule.__name__.rpartition(".")[2] for rule in ALL_RULES)
+    assert registered == modules  # no rule module left out, none registered twice
+    assert len(RULES) == len(ALL_RULES)
+    for rule in ALL_RULES:
+        module = rule.__name__.rpartition(".")[2]
+        assert module.replace("_", "-") == rule.RULE_ID
+
+
+@pytest.mark.parametrize("rule", ALL_RULES, ids=lambda rule: rule.RULE_ID)
+def test_every_registered_rule_is_silent_on_a_run_without_data(rule: ModuleType) -> None:
+    assert rule.check(Profile(), DEFAULT_CONFIG) == []
+    assert rule.check(profile(), DEFAULT_CONFIG) == []
+
+
+@pytest.mark.parametrize("rule", ALL_RULES, ids=lambda rule: rule.RULE_ID)
+def test_every_registered_rule_fires_on_its_pattern(rule: ModuleType) -> None:
+    rule_id = rule.RULE_ID
+    assert rule_id in FIRES, f"add a profile {rule_id} fires on to FIRES"
+    p = FIRES[rule_id]()
+    findings = rule.check(p, DEFAULT_CONFIG)
+    assert findings
+    for finding in findings:
+        assert finding.rule == rule_id and finding.severity in ("critical", "warning", "info")
+        assert finding.title and finding.explanation and finding.evidence.text
+        assert finding.fixes and all(get_fix(fix) for fix in finding.fixes)
+    assert rule_id in {f.rule for f in diagnose(p).findings}  # and diagnose() runs it
+
+
+def test_the_rules_with_a_case_here_are_exactly_the_registered_ones() -> None:
+    assert set(FIRES) == set(RULES)
+
+
+def test_every_registered_rule_is_documented_and_only_those() -> None:
+    documented = re.findall(r"^### `([a-z-]+)`", (ROOT / "docs" / "rules.md").read_text(), re.M)
+    assert sorted(documented) == sorted(RULES)

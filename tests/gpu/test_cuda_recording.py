@@ -5,8 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from tests.support import run_memsight, write_script
+
+# Real PyTorch scripts on a CUDA device under `memsight run`.
+pytestmark = pytest.mark.slow
 
 GiB = 1024**3
 

@@ -8,7 +8,10 @@ from pathlib import Path
 import pytest
 
 from examples.catalog import Example, examples
-from tests.test_examples import check_example
+from tests.support import check_example
+
+# Every GPU example, recorded under `memsight run`.
+pytestmark = pytest.mark.slow
 
 
 @pytest.mark.parametrize("example", examples(gpu=True), ids=lambda e: e.name)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -8,6 +9,14 @@ from PySide6.QtCore import QSettings
 
 import app.mainwindow as mainwindow
 from app.mainwindow import MainWindow
+
+
+@pytest.fixture(autouse=True)
+def collect_what_the_test_left() -> Iterator[None]:
+    """Collect garbage once the test's windows are closed, so that whatever they leave behind
+    warns within this test, under its filters, and not in whichever test runs next."""
+    yield
+    gc.collect()
 
 
 @pytest.fixture

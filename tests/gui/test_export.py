@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from PySide6.QtGui import QKeySequence
 
 from app.mainwindow import MainWindow
 from profiler.report import render_html
-from tests.gui.test_findings import NO_ZERO_GRAD
-from tests.gui.test_mainwindow import run_to_end
+from tests.gui.support import NO_ZERO_GRAD, run_to_end
 from tests.support import write_script
 
 
+@pytest.mark.slow  # a PyTorch run
 def test_export_writes_the_report_of_the_run_shown(
     qtbot, window: MainWindow, tmp_path: Path
 ) -> None:

@@ -4,24 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from PySide6.QtCore import QUrl
 from PySide6.QtGui import QGuiApplication
 
 from app.mainwindow import MainWindow
 from profiler.diagnosis import Diagnosis, Evidence, Finding, get_fix
-from tests.gui.test_mainwindow import run_to_end
+from tests.gui.support import NO_ZERO_GRAD, run_to_end
 from tests.support import write_script
 
-NO_ZERO_GRAD = """
-import torch
-model = torch.nn.Linear(8, 1)
-optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
-for step in range(12):
-    model(torch.randn(4, 8)).pow(2).mean().backward()
-    optimizer.step()
-"""
 
-
+@pytest.mark.slow  # a PyTorch run
 def test_a_finding_from_a_run_is_listed_highlighted_and_its_fix_copyable(
     qtbot, window: MainWindow, tmp_path: Path
 ) -> None:
@@ -74,7 +67,7 @@ def test_text_from_the_target_is_shown_as_text_never_as_markup(window: MainWindo
         ("smaller-batch",),
     )
     assert window.profile is None
-    from profiler.model import Profile
+    from profiler.profile.model import Profile
 
     window.findings.set_diagnosis(Profile(), Diagnosis([finding]), final=True)
     window.findings.list.setCurrentRow(0)
@@ -83,6 +76,7 @@ def test_text_from_the_target_is_shown_as_text_never_as_markup(window: MainWindo
     assert payload in window.findings.details.toPlainText()
 
 
+@pytest.mark.slow  # a PyTorch run
 def test_findings_appear_while_the_run_is_still_going(
     qtbot, window: MainWindow, tmp_path: Path
 ) -> None:

@@ -7,40 +7,17 @@ import signal
 from pathlib import Path
 
 import numpy as np
+import pytest
 from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent
 
 from app.mainwindow import MainWindow
 from profiler.recorder import proctree
+from tests.gui.support import RUN_TIMEOUT_MS, run_to_end, wait_until_settled
 from tests.support import write_script
 
-RUN_TIMEOUT_MS = 60_000
 
-
-def run_to_end(
-    qtbot, window: MainWindow, script: Path, args: str = "", env: str = "", ram_budget: str = ""
-) -> None:
-    window.open_script(str(script))
-    window.setup_panel.args.setText(args)
-    window.setup_panel.env.setPlainText(env)
-    window.setup_panel.ram_budget.setText(ram_budget)
-    window.start_run()
-    assert window.controller is not None, window.setup_panel.problems.text()
-    wait_until_settled(qtbot, window)
-
-
-def wait_until_settled(qtbot, window: MainWindow) -> None:
-    """Until the run has ended, the window has drawn its end and the findings are final."""
-    qtbot.waitUntil(
-        lambda: (
-            not window.controller.running
-            and not window.timer.isActive()
-            and not window.diagnosis.busy
-        ),
-        timeout=RUN_TIMEOUT_MS,
-    )
-
-
+@pytest.mark.slow  # runs a script through the window (~1 s)
 def test_a_script_runs_through_the_window_and_everything_it_recorded_is_shown(
     qtbot, window: MainWindow, tmp_path: Path
 ) -> None:
@@ -89,6 +66,7 @@ def test_the_first_sample_is_on_screen_right_after_run(
     qtbot.waitUntil(lambda: not window.controller.running, timeout=RUN_TIMEOUT_MS)
 
 
+@pytest.mark.slow  # runs a script through the window (~1 s)
 def test_stop_ends_the_whole_process_tree(qtbot, window: MainWindow, tmp_path: Path) -> None:
     script = write_script(
         tmp_path,
@@ -119,6 +97,7 @@ def test_stop_ends_the_whole_process_tree(qtbot, window: MainWindow, tmp_path: P
     assert window.state_label.text().startswith("Ended: killed by signal")
 
 
+@pytest.mark.slow  # runs a script through the window (~1 s)
 def test_a_saved_profile_reopens_looking_exactly_as_the_run_ended(
     qtbot, window: MainWindow, store, tmp_path: Path
 ) -> None:
@@ -147,6 +126,7 @@ def test_a_saved_profile_reopens_looking_exactly_as_the_run_ended(
     assert str(saved.resolve()) in reopened.settings.recent_profiles
 
 
+@pytest.mark.slow  # runs a script through the window (~1 s)
 def test_an_opened_profile_can_be_run_again(qtbot, window: MainWindow, tmp_path: Path) -> None:
     script = write_script(tmp_path, "again.py", "import sys\nprint('args', sys.argv[1:])\n")
     run_to_end(qtbot, window, script, "--lr '0.1 0.2'", env="SEED=7")
@@ -193,7 +173,9 @@ def test_invalid_setup_is_explained_before_anything_runs(
     window.setup_panel.ram_budget.setText("lots")
     window.start_run()
     assert window.controller is None
-    assert window.setup_panel.problems.text().startswith("RAM budget: not a size: 'lots'")
+    assert window.setup_panel.problems.text() == (
+        "The RAM budget must be a size such as 6GiB or 512MiB, not 'lots'."
+    )
 
 
 def test_the_setup_of_each_script_is_remembered(
@@ -242,6 +224,7 @@ def test_dropping_a_script_opens_it_for_running(qtbot, window: MainWindow, tmp_p
     assert window.setup_panel.script.text() == str(script)
 
 
+@pytest.mark.slow  # runs a script through the window (~1 s)
 def test_the_readout_gives_exact_values_at_a_time(
     qtbot, window: MainWindow, tmp_path: Path
 ) -> None:

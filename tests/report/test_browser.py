@@ -13,13 +13,16 @@ from pathlib import Path
 import pytest
 
 from profiler.report import write_html
-from tests.report.sample import sample_profile
+from tests.factories import sample_profile
 from tests.support import run_memsight, write_script
 
 BROWSER = next(
     (b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None
 )
-pytestmark = pytest.mark.skipif(BROWSER is None, reason="no Chromium installed")
+pytestmark = [
+    pytest.mark.slow,  # headless Chromium, and a recorded PyTorch run
+    pytest.mark.skipif(BROWSER is None, reason="no Chromium installed"),
+]
 
 
 def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -5,7 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.support import Completed, run_cli, run_memsight, write_script
+
+# Each test records a run under `memsight run`, then reports it.
+pytestmark = pytest.mark.slow
 
 
 def _recorded(tmp_path: Path) -> Path:

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import html.parser
+import json
 import os
 import re
 from pathlib import Path
 
 import markupsafe
+import numpy as np
 import pytest
 
 from profiler.report import render_html, write_html
-from tests.report.sample import sample_profile
+from tests.factories import GiB, sample_profile, table
 
 GOLDEN = Path(__file__).with_name("golden.html")
 PAYLOADS = [
@@ -107,12 +109,6 @@ def test_writing_replaces_the_file_whole(tmp_path: Path) -> None:
 
 
 def test_every_cuda_device_gets_its_own_chart() -> None:
-    import json
-
-    import numpy as np
-
-    from tests.diagnosis.synthetic import GiB, table
-
     t = np.repeat(np.arange(0, 5, 0.1), 2)
     device = np.tile([0, 1], len(t) // 2)
     gpu = table(

@@ -3,7 +3,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from profiler.launch import AGENT_ENV, RunSpec, agent_bootstrap_path, build_launch
+from profiler.launch.command import agent_bootstrap_path, build_launch
+from profiler.launch.spec import RunSpec
+from profiler.protocol import AGENT_ENV
 
 
 def test_a_script_runs_through_the_bootstrap_with_its_arguments_untouched() -> None:

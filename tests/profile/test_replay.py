@@ -3,11 +3,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from profiler import codec, protocol
+from profiler import protocol
+from profiler.profile import codec
+from profiler.profile.replay import ProfileBuilder
+from profiler.profile.storage import ProfileError, ProfileWriter, compact_profile, load_profile
 from profiler.protocol import FrameReader, ProtocolError
 from profiler.recorder.blocks import TableBuffer
-from profiler.replay import ProfileBuilder
-from profiler.storage import ProfileError, ProfileWriter, compact_profile, load_profile
 
 T0 = 5_000_000_000
 

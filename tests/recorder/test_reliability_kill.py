@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from profiler.launch import RunSpec
+from profiler.launch.spec import RunSpec
+from profiler.profile.storage import load_profile
 from profiler.recorder.session import Recording
-from profiler.storage import load_profile
 from tests.processes import PtyProcess, is_running, kill_quietly, killpg_quietly, wait_gone
 from tests.support import (
     memsight_command,
@@ -32,7 +32,10 @@ from tests.support import (
     write_script,
 )
 
-# How close to the moment of death the last sample on disk must be (DESIGN.md, Reliability).
+# Real runs killed, interrupted and stopped mid-way.
+pytestmark = pytest.mark.slow
+
+# How close to the moment of death the last sample on disk must be (docs/architecture.md, Reliability).
 MAX_LOSS_S = 0.5
 
 HOLD_MEMORY_AND_SLEEP = """\

@@ -13,6 +13,9 @@ import pytest
 from profiler import protocol
 from tests.support import MEMSIGHT, child_env, find_python, run_memsight, run_plain, write_script
 
+# Real PyTorch training scripts under `memsight run`.
+pytestmark = pytest.mark.slow
+
 TRAIN = """
 import sys
 import torch

@@ -9,6 +9,9 @@ import pytest
 
 from tests.support import child_env, find_python, run_memsight, run_plain, write_script
 
+# Every test runs a script under `memsight run` and under plain python.
+pytestmark = pytest.mark.slow
+
 PROBE = """
 import json, os, sys
 main = sys.modules["__main__"]
@@ -170,7 +173,7 @@ def test_an_import_of_torch_is_reported_with_its_version(tmp_path: Path) -> None
 def test_a_missing_script_is_a_clear_usage_error(tmp_path: Path) -> None:
     traced = run_memsight(["nope.py"], tmp_path)
     assert traced.returncode == 2
-    assert traced.stderr == "memsight: error: no such script: nope.py\n"
+    assert traced.stderr == "memsight: error: The script nope.py does not exist.\n"
     assert not (tmp_path / "run.memsight").exists()
 
 

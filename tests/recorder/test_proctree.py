@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from profiler.recorder import proctree
 from tests.support import run_memsight, write_script
@@ -42,6 +43,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow  # records a run that forks or holds memory for seconds
 def test_each_child_is_identified_and_measured_by_its_private_memory(tmp_path: Path) -> None:
     write_script(tmp_path, "fork.py", FORKING)
     traced = run_memsight(["fork.py"], tmp_path)
@@ -71,18 +73,20 @@ def test_each_child_is_identified_and_measured_by_its_private_memory(tmp_path: P
 
 def test_descendants_include_grandchildren_and_tell_reused_pids_apart() -> None:
     code = "import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)']); print(p.pid, flush=True); time.sleep(30)"
-    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    try:
-        assert parent.stdout is not None
-        grandchild = int(parent.stdout.readline())
-        found = proctree.descendants(os.getpid())
-        assert parent.pid in found and grandchild in found
-        assert found[grandchild].ppid == parent.pid
-        assert found[grandchild].start >= found[parent.pid].start
-    finally:
-        parent.kill()
-        parent.wait()
-        subprocess.run(["kill", "-9", str(grandchild)], check=False)
+    with subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True
+    ) as parent:  # closes the pipe when done
+        try:
+            assert parent.stdout is not None
+            grandchild = int(parent.stdout.readline())
+            found = proctree.descendants(os.getpid())
+            assert parent.pid in found and grandchild in found
+            assert found[grandchild].ppid == parent.pid
+            assert found[grandchild].start >= found[parent.pid].start
+        finally:
+            parent.kill()
+            parent.wait()
+            subprocess.run(["kill", "-9", str(grandchild)], check=False)
 
 
 def test_main_process_reader_reports_rss_and_a_high_water_mark_that_includes_spikes() -> None:
@@ -93,19 +97,21 @@ def test_main_process_reader_reports_rss_and_a_high_water_mark_that_includes_spi
         "del b\n"
         "print('ok', flush=True); sys.stdin.read()\n"
     )
-    proc = subprocess.Popen(
+    with subprocess.Popen(
         [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    )
-    try:
-        assert proc.stdout is not None and proc.stdout.readline() == b"ok\n"
-        reader = proctree.MainProcessReader(proc.pid)
-        reading = reader.read()
-        assert reading is not None
-        rss, hwm = reading
-        assert hwm - rss > 100 * MiB  # the freed 120 MiB spike still shows in the high-water mark
-    finally:
-        proc.kill()
-        proc.wait()
+    ) as proc:  # closes the pipes when done
+        try:
+            assert proc.stdout is not None and proc.stdout.readline() == b"ok\n"
+            reader = proctree.MainProcessReader(proc.pid)
+            reading = reader.read()
+            assert reading is not None
+            rss, hwm = reading
+            assert (
+                hwm - rss > 100 * MiB
+            )  # the freed 120 MiB spike still shows in the high-water mark
+        finally:
+            proc.kill()
+            proc.wait()
 
 
 def test_child_memory_reads_uss_pss_and_rss_of_a_live_process() -> None:
@@ -115,6 +121,7 @@ def test_child_memory_reads_uss_pss_and_rss_of_a_live_process() -> None:
     assert proctree.child_memory(2**22 + 12345) is None
 
 
+@pytest.mark.slow  # records a run that forks or holds memory for seconds
 def test_the_peak_channel_keeps_the_full_height_of_a_short_spike(tmp_path: Path) -> None:
     write_script(
         tmp_path,

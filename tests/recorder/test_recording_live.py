@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 
 from profiler import protocol
-from profiler.launch import RunSpec
+from profiler.launch.spec import RunSpec
+from profiler.profile.replay import ProfileBuilder
+from profiler.profile.storage import load_profile
 from profiler.protocol import FrameReader
 from profiler.recorder.session import Recording
-from profiler.replay import ProfileBuilder
-from profiler.storage import load_profile
 from tests.support import write_script
 
 

@@ -17,8 +17,14 @@ from pathlib import Path
 import pytest
 
 from profiler import protocol
-from profiler.model import DeviceInfo, Profile
-from profiler.storage import FILE_HEADER, FORMAT_VERSION, ProfileError, file_header, load_profile
+from profiler.profile.model import DeviceInfo, Profile
+from profiler.profile.storage import (
+    FILE_HEADER,
+    FORMAT_VERSION,
+    ProfileError,
+    file_header,
+    load_profile,
+)
 from tests.support import run_cli, write_script
 
 TINY_SCRIPT = """\

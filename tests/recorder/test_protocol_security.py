@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 
 from profiler import protocol
-from profiler.launch import RunSpec
+from profiler.launch.spec import RunSpec
+from profiler.profile.storage import load_profile
 from profiler.protocol import TableSchema
 from profiler.recorder import server as server_mod
 from profiler.recorder.server import RECORDER_EVENTS, AgentServer
 from profiler.recorder.session import Recording
-from profiler.storage import load_profile
 from tests.support import try_load, wait_until, write_script
 
 TOKEN = "the-one-time-token-of-this-run"

@@ -3,8 +3,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from profiler.launch import RunSpec
-from profiler.preflight import check_run, imports_torch, probe_interpreter
+from profiler.launch.preflight import check_run, imports_torch, probe_interpreter
+from profiler.launch.spec import RunSpec
 from tests.support import find_python
 
 

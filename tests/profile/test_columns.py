@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from profiler.columns import MIN_CAPACITY, ColumnStore
+from profiler.profile.columns import MIN_CAPACITY, ColumnStore
 
 
 def _append_counting(store: ColumnStore, rows: int) -> None:

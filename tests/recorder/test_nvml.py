@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from profiler import protocol
+from profiler.profile.replay import ProfileBuilder
 from profiler.recorder import nvml
 from profiler.recorder.blocks import TableBuffer
-from profiler.replay import ProfileBuilder
 
 GiB = 1024**3
 

@@ -1,0 +1,44 @@
+"""Helpers for the window tests: run a script through the window and wait for it to settle,
+and the scripts more than one test runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from app.mainwindow import MainWindow
+
+RUN_TIMEOUT_MS = 60_000
+
+# A training loop that never clears its gradients: one missing-zero-grad finding, nothing else.
+NO_ZERO_GRAD = """
+import torch
+model = torch.nn.Linear(8, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+for step in range(12):
+    model(torch.randn(4, 8)).pow(2).mean().backward()
+    optimizer.step()
+"""
+
+
+def run_to_end(
+    qtbot, window: MainWindow, script: Path, args: str = "", env: str = "", ram_budget: str = ""
+) -> None:
+    window.open_script(str(script))
+    window.setup_panel.args.setText(args)
+    window.setup_panel.env.setPlainText(env)
+    window.setup_panel.ram_budget.setText(ram_budget)
+    window.start_run()
+    assert window.controller is not None, window.setup_panel.problems.text()
+    wait_until_settled(qtbot, window)
+
+
+def wait_until_settled(qtbot, window: MainWindow) -> None:
+    """Until the run has ended, the window has drawn its end and the findings are final."""
+    qtbot.waitUntil(
+        lambda: (
+            not window.controller.running
+            and not window.timer.isActive()
+            and not window.diagnosis.busy
+        ),
+        timeout=RUN_TIMEOUT_MS,
+    )
