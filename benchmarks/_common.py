@@ -14,7 +14,6 @@ import resource
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -216,23 +215,12 @@ def write_result(name: str, result: dict[str, Any]) -> Path:
 
 
 def large_profile(samples: int = 1_000_000) -> Path:
-    """A profile of `samples` RAM and GPU rows made by load.py (through the recorder's write
-    path and compaction), cached in the temporary folder between benchmarks."""
-    path = Path(tempfile.gettempdir()) / f"memsight-gui-load-{samples}.memsight"
-    if not path.exists():
-        print(f"writing a {samples:,}-sample profile with benchmarks/load.py ...", flush=True)
-        subprocess.run(
-            [
-                sys.executable,
-                str(BENCH_DIR / "load.py"),
-                "--samples",
-                str(samples),
-                "--repeat",
-                "1",
-                "--keep",
-                str(path),
-            ],
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
-    return path
+    """The finished profile of `samples` RAM and GPU rows that load.py measures (made by
+    synthetic_recording.py through the recorder's write path and compaction, verified),
+    cached in the temporary folder under its cache key: a change of the profile format, the
+    writing path or the generator makes a new one."""
+    if __package__:  # imported as benchmarks._common
+        from .synthetic_recording import Params, cached_profile
+    else:  # imported as _common by a script in this folder
+        from synthetic_recording import Params, cached_profile
+    return Path(cached_profile(Params(samples=samples)))

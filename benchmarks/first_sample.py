@@ -1,6 +1,6 @@
 """first_sample: from pressing Run to the first sample drawn in the window.
 
-Target (DESIGN.md, issue 4): the first sample is on screen within 0.3 s plus the target's
+Target (docs/architecture.md, issue 4): the first sample is on screen within 0.3 s plus the target's
 own interpreter start. Measured in the real window (offscreen): the clock starts when Run is
 pressed (MainWindow.start_run) and stops when the RAM curve first holds a point after a
 repaint. The reference is the same interpreter running `python -c pass`, timed here too; the

@@ -1,6 +1,6 @@
 """gui_live: a run sampled at 1 kHz shown live in the window, with every frame timed.
 
-Target (DESIGN.md, issue 4): 1 kHz sampling for 10 minutes with the GUI redrawing smoothly,
+Target (docs/architecture.md, issue 4): 1 kHz sampling for 10 minutes with the GUI redrawing smoothly,
 every frame within 33 ms. A frame is the window's timer tick (draining the recorder's queue
 into the model, refreshing the views) plus the paint it causes; both are timed in the GUI
 thread. The target script allocates and frees memory in a sawtooth so the curves change

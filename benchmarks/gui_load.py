@@ -1,11 +1,12 @@
 """gui_load: open a 1,000,000-sample profile in the window, then pan and zoom it.
 
-Targets (DESIGN.md, issue 4): the profile is on screen within 1.5 s of asking to open it, and
+Targets (docs/architecture.md, issue 4): the profile is on screen within 1.5 s of asking to open it, and
 panning / zooming redraws at 30 frames per second or more (every frame within 33 ms).
 
-The profile comes from benchmarks/load.py (--keep), which writes it through the recorder's
-own write path and compaction. "On screen" means load_profile, the model handed to every
-view, and one complete render of the window (QWidget.grab forces the paint).
+The profile is the one load.py measures, from benchmarks/synthetic_recording.py (written
+through the recorder's own write path and compaction, verified, cached in the temporary
+folder under its cache key). "On screen" means load_profile, the model handed to every view,
+and one complete render of the window (QWidget.grab forces the paint).
 """
 
 from __future__ import annotations

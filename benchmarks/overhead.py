@@ -1,6 +1,6 @@
 """Slowdown of a CPU training loop under `memsight run` at the default 10 ms interval.
 
-Target (DESIGN.md): at most 2 % more wall time, i.e. median(profiled / plain) <= 1.02.
+Target (docs/architecture.md): at most 2 % more wall time, i.e. median(profiled / plain) <= 1.02.
 
 The workload (benchmarks/workloads/cpu_train.py) times its own training loop, so interpreter
 start, `import torch` and memsight's launch and shutdown are excluded: the target is about

@@ -1,6 +1,6 @@
 """Does a short RAM spike between two samples show at its true height?
 
-Target (DESIGN.md, as set for this benchmark): the recorded peak, max(ram.rss_peak), is at
+Target (docs/architecture.md, as set for this benchmark): the recorded peak, max(ram.rss_peak), is at
 least 95 % of the true peak RSS, at a 10 ms and at a 500 ms interval.
 
 The workload (benchmarks/workloads/spike.py) allocates a touched 128 MiB tensor, holds it
@@ -40,8 +40,8 @@ from _common import (
     write_result,
 )
 
-from profiler.model import Profile
-from profiler.storage import load_profile
+from profiler.profile.model import Profile
+from profiler.profile.storage import load_profile
 
 NAME = "peak_capture"
 TARGET_FRACTION = 0.95

@@ -1,9 +1,10 @@
 """report_html: the HTML report of a 1,000,000-sample profile.
 
-Target (DESIGN.md): written in ≤ 2 s, ≤ 3 MB, and it opens offline. Timed: loading is not
+Target (docs/architecture.md): written in ≤ 2 s, ≤ 3 MB, and it opens offline. Timed: loading is not
 part of it (load.py measures that); the clock covers the diagnosis, decimating the charts,
 rendering the template and writing the file, as `memsight report P --html OUT` does after
 loading. Also checked: the charts keep the run's highest sample (decimation keeps peaks).
+The profile is load.py's, from benchmarks/synthetic_recording.py (made once, cached).
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=3, help="timed writes (default 3)")
     args = p.parse_args()
 
+    from profiler.profile.storage import load_profile
     from profiler.report import write_html
-    from profiler.storage import load_profile
 
     profile = load_profile(args.profile or large_profile(args.samples))
     out = Path(tempfile.mkdtemp(prefix="memsight-report-")) / "report.html"

@@ -46,10 +46,10 @@ from _common import (
 )
 
 from profiler import protocol
+from profiler.profile.storage import ProfileWriter, load_profile
 from profiler.protocol import GPU_TABLE, TableSchema
 from profiler.recorder.blocks import TableBuffer
 from profiler.recorder.server import AgentServer
-from profiler.storage import ProfileWriter, load_profile
 
 NAME = "throughput"
 SAMPLE_FRACTION_MIN = 0.95
