@@ -25,6 +25,26 @@ or feature-detected APIs only:
 
 Nothing here changes values the script computes: no RNG use, no grad-mode changes, no
 tensor writes. Everything inside torch.compile'd regions is skipped.
+
+The roots' instance hooks are bound methods of this object, which holds locks and cannot be
+copied or pickled, so they are kept out of what the script does with its models:
+
+- copy, deepcopy, pickle, torch.save: nn.Module gets a class-level __reduce_ex__ that
+  returns object.__reduce_ex__'s value with our hooks filtered out of the module's state (a
+  filtered copy: the model itself keeps them). A module class with its own __deepcopy__ copies
+  them by its own means: that copy then shares them (this object copies as itself);
+- TorchScript (torch.jit.script, and torch.jit.trace of modules with exported methods) reads
+  the hook tables while it builds a module: torch.jit._recursive.create_script_module is
+  wrapped to show it filtered tables for the duration;
+- torch.export.export with strict=True cannot capture a model while any global module hook
+  exists: discovery is suspended for the duration of an export;
+- torch.compile: the hooks return at once while dynamo traces them, and the warning
+  OptimizedModule gives when global hooks exist ignores discovery's
+  (torch.nn.modules.module._has_any_global_hook is wrapped);
+- the gradient hook on a forward's output is marked unserializable, as torch.save expects of
+  hooks it should not warn about.
+
+Every wrapper is feature-detected and undone by uninstall().
 """
 
 from __future__ import annotations
@@ -35,8 +55,9 @@ import os
 import sys
 import threading
 import time
+import types
 import weakref
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, NoReturn, Optional, Set, Tuple
 
 from ..protocol import (
     CLEARED_FIRST_STEP,
@@ -59,6 +80,15 @@ DISCOVERY_FORWARDS = 3  # root forwards without a new root before discovery ends
 REDISCOVER_NS = 10 * 1_000_000_000
 BREAKDOWN_WARMUP_STEPS = 3
 BREAKDOWN_EVERY_NS = 1_000_000_000
+# The tables of a module's forward hooks, keyed by hook id; the first two hold the callables.
+HOOK_TABLES = (
+    "_forward_pre_hooks",
+    "_forward_hooks",
+    "_forward_pre_hooks_with_kwargs",
+    "_forward_hooks_with_kwargs",
+    "_forward_hooks_always_called",
+)
+_ABSENT = object()  # an attribute that a wrapper adds rather than replaces
 
 
 def _now() -> int:
@@ -73,6 +103,8 @@ class Instrumentation:
         self._handles: List[Any] = []
         self._discovery: List[Any] = []
         self._patches: List[Tuple[Any, str, Any]] = []
+        self._suspended = 0  # exports under way: discovery stays off
+        self._rediscover = False  # discovery was wanted while suspended
         self.roots: "weakref.WeakKeyDictionary[Any, List[Any]]" = weakref.WeakKeyDictionary()
         self._quiet_forwards = 0
         self._next_discovery = 0
@@ -115,6 +147,12 @@ class Instrumentation:
         self._wrap(torch.nn.Module, "train", self._train_wrapper)
         self._wrap(torch.nn.Module, "__init__", self._init_wrapper)
         self._wrap(torch.utils.data.DataLoader, "__iter__", self._iter_wrapper)
+        self._wrap(torch.nn.Module, "__reduce_ex__", self._reduce_wrapper)
+        self._wrap_if_present("torch.jit._recursive", "create_script_module", self._script_wrapper)
+        self._wrap_if_present("torch.export", "export", self._export_wrapper)
+        self._wrap_if_present(
+            "torch.nn.modules.module", "_has_any_global_hook", self._global_hook_wrapper
+        )
         self._start_discovery()
 
     def uninstall(self) -> None:
@@ -127,18 +165,47 @@ class Instrumentation:
                 handle.remove()
         self.roots = weakref.WeakKeyDictionary()
         for owner, name, original in reversed(self._patches):
-            setattr(owner, name, original)  # put back exactly the attribute found
+            if original is _ABSENT:
+                delattr(owner, name)  # added by _wrap: the inherited one shows again
+            else:
+                setattr(owner, name, original)  # put back exactly the attribute found
         self._patches.clear()
 
     def _wrap(self, owner: Any, name: str, make: Callable[[Any], Any]) -> None:
-        original = owner.__dict__[name]
-        wrapper = functools.wraps(original)(make(original))
+        """Replace owner.name (its own, or else the inherited one) with make(it)."""
+        original = owner.__dict__.get(name, _ABSENT)
+        current = getattr(owner, name) if original is _ABSENT else original
+        wrapper = functools.wraps(current)(make(current))
         self._patches.append((owner, name, original))
         setattr(owner, name, wrapper)
+
+    def _wrap_if_present(self, module: str, name: str, make: Callable[[Any], Any]) -> None:
+        """Wrap a function of a torch module that this torch may not have or not load.
+
+        Never imports: installing runs inside the script's `import torch`.
+        """
+        owner = sys.modules.get(module)
+        if owner is not None and callable(getattr(owner, "__dict__", {}).get(name)):
+            self._wrap(owner, name, make)
+
+    # Objects holding the hooks must not be copied into the script's models: see the module
+    # docstring. What still reaches this object copies it as itself and refuses pickling.
+
+    def __copy__(self) -> "Instrumentation":
+        return self
+
+    def __deepcopy__(self, memo: Dict[int, Any]) -> "Instrumentation":
+        return self
+
+    def __reduce_ex__(self, protocol: Any) -> NoReturn:
+        raise TypeError("cannot pickle memsight's instrumentation (a module's forward hook)")
 
     # -- root discovery -----------------------------------------------------------------------
 
     def _start_discovery(self) -> None:
+        if self._suspended:
+            self._rediscover = True
+            return
         if self._discovery:
             return
         module = importlib.import_module("torch.nn.modules.module")
@@ -277,7 +344,7 @@ class Instrumentation:
         if tensor is None:
             return False
         try:
-            tensor.register_hook(functools.partial(self._backward_started, forward_id))
+            tensor.register_hook(_BackwardHook(self._backward_started, forward_id))
         except Exception:
             return False
         return True
@@ -415,8 +482,10 @@ class Instrumentation:
 
         def __init__(module: Any, *args: Any, **kwargs: Any) -> None:
             original(module, *args, **kwargs)
-            if not inst._discovery:
-                inst._start_discovery()  # a new module may be called at the top level
+            # A new module may be called at the top level; not one built by torch.compile or
+            # torch.export while they trace (nor one the script builds in a compiled region).
+            if not inst._discovery and not inst._is_compiling():
+                inst._start_discovery()
 
         return __init__
 
@@ -477,6 +546,179 @@ class Instrumentation:
             persistent_workers=bool(getattr(loader, "persistent_workers", False)),
         )
         self._start_discovery()
+
+    # -- keeping the hooks out of copies, pickles, TorchScript and exports --------------------
+
+    def _is_ours(self, hook: Any) -> bool:
+        return type(hook) is types.MethodType and hook.__self__ is self
+
+    def _our_ids(self, module: Any) -> List[Any]:
+        """Ids of our hooks in a module's tables (usually none: only roots have them)."""
+        state = getattr(module, "__dict__", None)
+        if not isinstance(state, dict):
+            return []
+        ids = []
+        for name in ("_forward_pre_hooks", "_forward_hooks"):
+            table = state.get(name)
+            if isinstance(table, dict) and table:
+                ids += [key for key, hook in table.items() if self._is_ours(hook)]
+        return ids
+
+    def _reduce_wrapper(self, original: Any) -> Any:
+        inst = self
+
+        def __reduce_ex__(module: Any, protocol: Any, /) -> Any:
+            reduced = original(module, protocol)
+            try:
+                return inst._without_our_hooks(module, reduced)
+            except Exception as exc:
+                inst.agent.error("reduce_ex", exc)
+                return reduced
+
+        return __reduce_ex__
+
+    def _without_our_hooks(self, module: Any, reduced: Any) -> Any:
+        """A module's __reduce_ex__ value, with our hooks left out of the state it carries.
+
+        Looks for the module's attributes (a dict holding its own hook tables) where
+        object.__reduce_ex__ puts them (the state, or its first half beside __slots__ values)
+        and, for classes with their own __reduce__ (fx.GraphModule), among the arguments.
+        """
+        ids = self._our_ids(module)
+        if not ids or not isinstance(reduced, tuple) or len(reduced) < 2:
+            return reduced
+        own = module.__dict__
+        tables = {name: own.get(name) for name in HOOK_TABLES}
+
+        def filtered(value: Any) -> Any:
+            if isinstance(value, dict) and any(
+                value.get(name) is table for name, table in tables.items() if table is not None
+            ):
+                value = value.copy()
+                for name, table in tables.items():
+                    if isinstance(table, dict) and value.get(name) is table:
+                        kept = table.copy()
+                        for key in ids:
+                            kept.pop(key, None)
+                        value[name] = kept
+            elif isinstance(value, tuple) and value and isinstance(value[0], dict):
+                first = filtered(value[0])
+                if first is not value[0]:
+                    value = (first, *value[1:])
+            return value
+
+        items = list(reduced)
+        if isinstance(items[1], tuple):
+            args = [filtered(arg) for arg in items[1]]
+            if any(arg is not items[1][i] for i, arg in enumerate(args)):
+                items[1] = tuple(args)
+        if len(items) > 2:
+            items[2] = filtered(items[2])
+        return tuple(items)
+
+    def _script_wrapper(self, original: Any) -> Any:
+        inst = self
+
+        def create_script_module(nn_module: Any, *args: Any, **kwargs: Any) -> Any:
+            hidden = inst._hide_hooks(nn_module)
+            try:
+                return original(nn_module, *args, **kwargs)
+            finally:
+                inst._show_hooks(hidden)
+
+        return create_script_module
+
+    def _hide_hooks(self, root: Any) -> List[Tuple[Dict[str, Any], str, Any, Any]]:
+        """Give modules in root's tree hook tables without ours until _show_hooks.
+
+        TorchScript compiles every callable it finds in a module's hook tables. The tables
+        themselves are left untouched (handles and hook order stay valid): a filtered copy
+        stands in for each in the module's __dict__, set directly so that no __setattr__ runs.
+        """
+        hidden: List[Tuple[Dict[str, Any], str, Any, Any]] = []
+        try:
+            for module in root.modules():
+                ids = self._our_ids(module)
+                if not ids:
+                    continue
+                state = module.__dict__
+                for name in ("_forward_pre_hooks", "_forward_hooks"):
+                    table = state.get(name)
+                    if isinstance(table, dict) and any(key in table for key in ids):
+                        kept = table.copy()
+                        for key in ids:
+                            kept.pop(key, None)
+                        state[name] = kept
+                        hidden.append((state, name, table, kept))
+        except Exception as exc:
+            self.agent.error("hide_hooks", exc)
+        return hidden
+
+    def _show_hooks(self, hidden: List[Tuple[Dict[str, Any], str, Any, Any]]) -> None:
+        for state, name, table, kept in reversed(hidden):
+            if state.get(name) is kept:  # (plain dict operations: nothing here can raise)
+                state[name] = table
+
+    def _export_wrapper(self, original: Any) -> Any:
+        inst = self
+
+        def export(*args: Any, **kwargs: Any) -> Any:
+            inst._suspend_discovery()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                inst._resume_discovery()
+
+        return export
+
+    def _suspend_discovery(self) -> None:
+        """No global module hooks until _resume_discovery: strict export refuses them."""
+        self._suspended += 1
+        if self._discovery:
+            self._rediscover = True
+            try:
+                self._stop_discovery()
+            except Exception as exc:
+                self.agent.error("suspend_discovery", exc)
+
+    def _resume_discovery(self) -> None:
+        self._suspended = max(0, self._suspended - 1)
+        if not self._suspended and self._rediscover:
+            self._rediscover = False
+            try:
+                self._start_discovery()
+            except Exception as exc:
+                self.agent.error("resume_discovery", exc)
+
+    def _global_hook_wrapper(self, original: Any) -> Any:
+        inst = self
+
+        def _has_any_global_hook() -> Any:
+            result = original()
+            if result and inst._discovery:
+                try:
+                    return inst._other_global_hooks()
+                except Exception as exc:
+                    inst.agent.error("global_hooks", exc)
+            return result
+
+        return _has_any_global_hook
+
+    def _other_global_hooks(self) -> bool:
+        """Whether global module hooks other than discovery's are registered."""
+        module = sys.modules["torch.nn.modules.module"]
+        ours = {handle.id for handle in self._discovery}
+        for name in ("_global_backward_pre_hooks", "_global_backward_hooks"):
+            if getattr(module, name, None):
+                return True
+        for name in (
+            "_global_forward_pre_hooks",
+            "_global_forward_hooks",
+            "_global_forward_hooks_always_called",
+        ):
+            if any(key not in ours for key in getattr(module, name, ())):
+                return True
+        return False
 
     # -- memory state -----------------------------------------------------------------------
 
@@ -604,6 +846,13 @@ def _always() -> Dict[str, Any]:
     except (ImportError, TypeError, ValueError):
         return {}
     return {"always_call": True} if "always_call" in params else {}
+
+
+class _BackwardHook(functools.partial):  # type: ignore[type-arg]
+    """The gradient hook on a root's output: torch.save of that tensor must not warn of it."""
+
+    __slots__ = ()
+    __torch_unserializable__ = True
 
 
 class _Identity:
