@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 from profiler import protocol
 from profiler.profile.model import Profile
 from profiler.profile.series import MARK_COLORS
+from profiler.profile.summary import unrecorded_output
 
 MAX_LINES = 20_000
 
@@ -71,6 +72,8 @@ class ConsoleView(QWidget):
         self._profile = profile
         self._shown = 0
         self.text.clear()
+        # A profile recorded with `memsight run > log` has no output to show: say why.
+        self.text.setPlaceholderText((unrecorded_output(profile) or "") if profile else "")
         self.refresh()
 
     def refresh(self) -> None:

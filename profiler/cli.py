@@ -37,6 +37,7 @@ from profiler.units import format_bytes, format_duration
 if TYPE_CHECKING:
     from profiler.diagnosis import Diagnosis
     from profiler.profile.model import Profile
+    from profiler.recorder.session import Recording
 
 TOP_HELP = """\
 memsight — a memory profiler for PyTorch scripts.
@@ -79,7 +80,8 @@ def _run_parser() -> argparse.ArgumentParser:
             "Everything after SCRIPT (or -m MODULE) is passed to the target unchanged."
         ),
         epilog=(
-            "exit status: the target's own exit code, or 128+N if it died of signal N. "
+            "exit status: the target's own exit code; if it died of signal N, memsight ends by "
+            "the same signal (a shell shows 128+N). "
             "Ctrl+C reaches the target as under plain python; press it twice to stop the "
             "target, three times to kill its whole process tree. The profile is valid either way."
         ),
@@ -239,7 +241,9 @@ def _in_terminal_foreground() -> bool:
         os.close(fd)
 
 
-def cmd_run(argv: Sequence[str]) -> int:
+def cmd_run(argv: Sequence[str], end_like_target: bool = False) -> int:
+    """Record one run. `end_like_target`: as the program itself (not called from code), die
+    by the signal that killed the target instead of returning 128+N."""
     from profiler.recorder.session import Recording
 
     option_args, target, is_module, target_args = split_run_args(argv)
@@ -252,24 +256,41 @@ def cmd_run(argv: Sequence[str]) -> int:
 
     interrupts = 0
 
+    def escalate() -> None:
+        """The second interrupt stops the target, the third kills its whole tree."""
+        if interrupts == 2:
+            _say(options, "stopping the target (interrupt again to kill it)", recording)
+            recording.send_signal(signal.SIGTERM)
+        elif interrupts > 2:
+            _say(options, "killing the target's process tree", recording)
+            recording.kill_tree()
+
     def on_interrupt(signum: int, _frame: FrameType | None) -> None:
         nonlocal interrupts
         interrupts += 1
-        if interrupts == 1:
-            # A terminal's Ctrl+C already reached the target; anything else is passed on.
-            if signum != signal.SIGINT or not _in_terminal_foreground():
-                recording.send_signal(signum)
-        elif interrupts == 2:
-            _say(options, "stopping the target (interrupt again to kill it)")
-            recording.send_signal(signal.SIGTERM)
-        else:
-            _say(options, "killing the target's process tree")
-            recording.kill_tree()
+        # The first one is passed on, unless it is a terminal's Ctrl+C, which reached a target
+        # in our process group already.
+        already_there = (
+            signum == signal.SIGINT and not recording.own_session and _in_terminal_foreground()
+        )
+        if interrupts == 1 and not already_there:
+            recording.send_signal(signum)
+        escalate()
 
+    def on_interrupt_key() -> None:
+        # Ctrl+C typed into the target's pseudo-terminal: the pty itself delivered SIGINT.
+        nonlocal interrupts
+        interrupts += 1
+        escalate()
+
+    recording.on_interrupt_key = on_interrupt_key
     previous = {
         sig: signal.signal(sig, on_interrupt)
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     }
+    previous[signal.SIGWINCH] = signal.signal(
+        signal.SIGWINCH, lambda _s, _f: recording.sync_terminal_size()
+    )
     try:
         try:
             recording.start()
@@ -277,16 +298,54 @@ def cmd_run(argv: Sequence[str]) -> int:
             raise UsageError(f"cannot start {spec.python}: {exc.strerror or exc}") from None
         status = recording.wait()
     finally:
+        recording.restore_terminal()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if not options.quiet:
         _report_saved(out)
+    if status.signal is not None and end_like_target:
+        _die_by(status.signal)
     return status.shell_code
 
 
-def _say(options: argparse.Namespace, message: str) -> None:
+# Signals whose default action dumps core: memsight's own core would only mislead.
+_CORE_SIGNALS = {
+    signal.SIGQUIT, signal.SIGILL, signal.SIGTRAP, signal.SIGABRT,
+    signal.SIGBUS, signal.SIGFPE, signal.SIGSEGV, signal.SIGSYS, signal.SIGXCPU, signal.SIGXFSZ,
+}  # fmt: skip
+
+
+def _die_by(signum: int) -> None:
+    """End memsight by the signal that ended the target, as plain python would have ended.
+
+    A shell sees 128+N either way, but a parent process sees "killed by signal N" (returncode
+    -N), and a shell script's loop stops on a Ctrl+C death as it does for plain python. Returns
+    only if the signal cannot end this process (then the caller exits with 128+N).
+    """
+    import resource
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if signum in _CORE_SIGNALS:
+        with contextlib.suppress(ValueError, OSError):
+            _, hard = resource.getrlimit(resource.RLIMIT_CORE)
+            resource.setrlimit(resource.RLIMIT_CORE, (0, hard))
+    with contextlib.suppress(OSError, ValueError):  # SIGKILL has no handler to reset
+        signal.signal(signum, signal.SIG_DFL)
+    with contextlib.suppress(OSError, ValueError):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
+    os.kill(os.getpid(), signum)
+
+
+def _say(options: argparse.Namespace, message: str, recording: Recording | None = None) -> None:
     if not options.quiet:
-        sys.stderr.write(f"memsight: {message}\n")
+        # While the terminal is in raw mode for the target, a line end needs its "\r".
+        raw = (
+            recording is not None
+            and recording.terminal is not None
+            and recording.terminal.relays_input
+        )
+        sys.stderr.write(f"memsight: {message}\r\n" if raw else f"memsight: {message}\n")
         sys.stderr.flush()
 
 
@@ -405,7 +464,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         if args[:1] == ["run"]:
-            return cmd_run(args[1:])
+            return cmd_run(args[1:], end_like_target=argv is None)
         if args[:1] == ["report"]:
             return cmd_report(args[1:])
         if args[:1] in (["-h"], ["--help"]):

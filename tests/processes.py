@@ -133,3 +133,18 @@ def wait_for_setting(
         return content if text in content else None
 
     return wait_until(written, timeout, f"{text} in {settings}")
+
+
+def record_in_terminal(
+    args: Sequence[str | os.PathLike[str]], cwd: Path, timeout: float = 120.0
+) -> tuple[int, bytes]:
+    """`memsight ARGS...` in a terminal of its own, where the script's output is recorded
+    (with pipes or files it goes straight there, unrecorded); (exit status, what it showed)."""
+    from tests.support import memsight_command
+
+    session = PtyProcess(memsight_command(*args), cwd)
+    try:
+        code = session.wait(timeout)
+    finally:
+        session.close()
+    return code, session.output

@@ -83,7 +83,8 @@ def write_script(folder: Path, name: str, source: str) -> Path:
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """Our environment with the source tree importable, as an installed memsight would be."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    # No empty entry: it would put the working directory on sys.path.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     env.update(extra or {})
     return env
 

@@ -12,11 +12,7 @@ from tests.support import ROOT
 
 
 def all_profiler_modules() -> list[str]:
-    return sorted(
-        m.name
-        for m in pkgutil.walk_packages(profiler.__path__, "profiler.")
-        if "bootstrap" not in m.name
-    )
+    return sorted(m.name for m in pkgutil.walk_packages(profiler.__path__, "profiler."))
 
 
 def test_no_profiler_module_imports_qt() -> None:
@@ -44,7 +40,7 @@ AGENT_SOURCES = [
 
 
 def test_the_agent_and_protocol_need_nothing_beyond_the_standard_library() -> None:
-    # Import the agent exactly as the bootstrap does, with numpy and psutil made unimportable.
+    # Import the agent as its sitecustomize does, with numpy and psutil made unimportable.
     code = f"""
 import importlib, importlib.util, os, sys
 class Block:
@@ -55,7 +51,7 @@ sys.meta_path.insert(0, Block())
 root = {str(ROOT / "profiler")!r}
 spec = importlib.util.spec_from_file_location("_memsight_profiler", os.path.join(root, "__init__.py"), submodule_search_locations=[root])
 pkg = importlib.util.module_from_spec(spec); sys.modules["_memsight_profiler"] = pkg; spec.loader.exec_module(pkg)
-for name in ("protocol", "units", "agent", "agent.runner", "agent.client", "agent.cuda", "agent.oom"):
+for name in ("protocol", "units", "agent", "agent.entry", "agent.client", "agent.cuda", "agent.oom"):
     importlib.import_module("_memsight_profiler." + name)
 print("ok")
 """

@@ -86,7 +86,8 @@ def run(
 def test_the_wheel_holds_the_agent_and_every_resource(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     for needed in [
-        "profiler/agent/bootstrap.py",
+        "profiler/agent/startup/sitecustomize.py",
+        "profiler/agent/entry.py",
         "profiler/py.typed",
         "memsight_resources/fixes/mixed-precision.toml",
         "memsight_resources/report/report.html.j2",

@@ -13,7 +13,8 @@ import socket
 import sys
 import threading
 import time
-from typing import Any, Dict
+from collections import OrderedDict
+from typing import Any, Dict, Optional, Tuple
 
 from .. import protocol
 from ..protocol import AGENT_TABLES, GPU_TABLE, encode_json_frame
@@ -23,7 +24,7 @@ from .tracebacks import format_traceback
 
 FLUSH_S = 0.1
 EVENTS_PER_FRAME = 500  # keeps every frame far below the recorder's size limit
-EXC_ID_ATTR = "_memsight_exc_id"
+RECENT_EXCEPTIONS = 256  # exceptions remembered by id, so one error is reported once
 MONITORING_TOOL_IDS = (2, 3, 4)  # sys.monitoring.PROFILER_ID, then ids no tool claims
 IDLE_POLL_S = 0.05  # how often to look for torch / CUDA before CUDA is in use
 
@@ -53,6 +54,11 @@ class Agent(Outbox):
         self._watcher: Any = None
         self._reader: Any = None
         self._exception_ids = 0
+        # id(exception) -> (exc_id, its args tuple). Nothing is stored on the exception (the
+        # script would see it) and the exception is not held (its frames' tensors would stay
+        # alive). Its args tuple is held instead: a few strings, which keep their id unique, so
+        # a later exception at the same address (CPython reuses it at once) is told apart.
+        self._recent: OrderedDict[int, Tuple[int, Tuple[Any, ...]]] = OrderedDict()
         self._stop = threading.Event()
         self._torch: Any = None
         self._cuda: Any = None  # CudaSampler once the script initialised CUDA
@@ -83,7 +89,19 @@ class Agent(Outbox):
         import atexit
 
         # Registered before any of the script's handlers, so it runs after all of them.
-        atexit.register(self.close)
+        atexit.register(self._at_exit)
+
+    def _at_exit(self) -> None:
+        """The interpreter is ending: report an uncaught exception, then send everything.
+
+        Python prints an uncaught exception (setting sys.last_exc / sys.last_value) before it
+        runs the atexit handlers, so the error that ends the run is known here without a
+        sys.excepthook of ours.
+        """
+        exc = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+        if isinstance(exc, BaseException) and not isinstance(exc, SystemExit):
+            self.report_exception(exc, where="uncaught", uncaught=True)
+        self.close()
 
     # -- API used from the target's threads -------------------------------------------------
 
@@ -100,16 +118,13 @@ class Agent(Outbox):
             kind = oom.classify(type_name, message)
             if kind is None and not uncaught:
                 return
-            # The id travels on the exception itself: ids of freed exceptions are reused at
-            # once, and holding the object would keep its frames' tensors alive.
-            known = getattr(exc, EXC_ID_ATTR, None)
+            known = self._known_id(exc)
             if known is not None and not uncaught:
                 return
             if known is None:
                 self._exception_ids += 1
                 known = self._exception_ids
-                with contextlib.suppress(AttributeError, TypeError):
-                    setattr(exc, EXC_ID_ATTR, known)
+                self._remember(exc, known)
             context = self.instrumentation
             self.event(
                 "exception",
@@ -127,6 +142,21 @@ class Agent(Outbox):
             )
         except Exception as err:
             self.error("report_exception", err)
+
+    def _known_id(self, exc: BaseException) -> Optional[int]:
+        seen = self._recent.get(id(exc))
+        # An exception without arguments shares the empty tuple with every other one: it is
+        # never recognised (a second report beats a lost one).
+        if seen is not None and exc.args and seen[1] is exc.args:
+            return seen[0]
+        return None
+
+    def _remember(self, exc: BaseException, exc_id: int) -> None:
+        if not exc.args:
+            return
+        self._recent[id(exc)] = (exc_id, exc.args)
+        while len(self._recent) > RECENT_EXCEPTIONS:
+            self._recent.popitem(last=False)
 
     def _start_monitoring(self) -> None:
         """On Python 3.12+, see every raised MemoryError/RuntimeError, caught or not.

@@ -1,19 +1,26 @@
 """Turn a run specification into the child's argv, environment and working directory (pure).
 
-The child is ``PYTHON .../profiler/agent/bootstrap.py SCRIPT ARGS...`` (or ``-m MODULE``). The
-agent's connection details travel in one environment variable that the bootstrap removes
-before the target's code runs, so the target sees exactly the environment it was given.
+The child is the user's own command: ``PYTHON SCRIPT ARGS...`` or ``PYTHON -m MODULE ARGS...``,
+so sys.argv, sys.orig_argv, /proc/self/cmdline, the stack and warnings' attribution are
+exactly what plain python gives. The agent enters the way coverage.py does: memsight's
+startup folder goes first on PYTHONPATH, where Python's site module finds its
+sitecustomize.py at start-up. The agent's connection details travel in one environment
+variable, which the agent removes, together with its PYTHONPATH entry, before the target's
+first line runs (profiler/agent/entry.py).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from profiler.launch.spec import RunSpec
 from profiler.protocol import AGENT_ENV
+
+PYTHONPATH = "PYTHONPATH"
 
 
 @dataclass(frozen=True)
@@ -23,8 +30,9 @@ class LaunchPlan:
     cwd: str
 
 
-def agent_bootstrap_path() -> str:
-    return str(Path(__file__).resolve().parent.parent / "agent" / "bootstrap.py")
+def agent_startup_dir() -> str:
+    """The folder holding the agent's sitecustomize.py (and nothing else importable)."""
+    return str(Path(__file__).resolve().parent.parent / "agent" / "startup")
 
 
 def build_launch(
@@ -32,10 +40,15 @@ def build_launch(
     port: int,
     token: str,
     base_env: Mapping[str, str],
-    bootstrap: str | None = None,
+    startup_dir: str | None = None,
     host: str = "127.0.0.1",
 ) -> LaunchPlan:
     env = dict(spec.env if spec.env is not None else base_env)
+    user_path = env.get(PYTHONPATH)
+    startup = startup_dir or agent_startup_dir()
+    # An empty PYTHONPATH adds nothing to sys.path, but "startup:" would add the working
+    # directory: only a non-empty value is kept behind ours.
+    env[PYTHONPATH] = startup + os.pathsep + user_path if user_path else startup
     env[AGENT_ENV] = json.dumps(
         {
             "host": host,
@@ -43,8 +56,8 @@ def build_launch(
             "token": token,
             "interval_ms": spec.interval_ms,
             "hooks": spec.hooks,
+            "pythonpath": user_path,  # put back as it was (None: unset) before the target runs
         }
     )
     head = ["-m", spec.target] if spec.module else [spec.target]
-    argv = [spec.python, bootstrap or agent_bootstrap_path(), *head, *spec.args]
-    return LaunchPlan(argv=argv, env=env, cwd=spec.cwd)
+    return LaunchPlan(argv=[spec.python, *head, *spec.args], env=env, cwd=spec.cwd)

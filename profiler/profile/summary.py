@@ -202,3 +202,24 @@ def format_text(profile: Profile, name: str) -> str:
         lines += ["", "Warnings"]
         lines += [f"  {w}" for w in profile.warnings]
     return "\n".join(lines) + "\n"
+
+
+def unrecorded_output(profile: Profile) -> str | None:
+    """Why output is missing from the profile, in one sentence; None when it was recorded.
+
+    `memsight run` gives the script its own stdout and stderr when they are files or pipes, so
+    the script writes to them directly, with python's exact semantics, and memsight sees none
+    of it.
+    """
+    named = {
+        str(s) for e in profile.events_of("output_not_recorded") for s in e.get("streams") or []
+    }
+    streams = [s for s in ("stdout", "stderr") if s in named] + sorted(named - {"stdout", "stderr"})
+    if not streams:
+        return None
+    which = " and ".join(streams)
+    pronoun = "them" if len(streams) > 1 else "it"
+    return (
+        f"The script wrote its {which} straight to a file or pipe, as under plain python; "
+        f"memsight did not record {pronoun}."
+    )

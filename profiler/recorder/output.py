@@ -1,18 +1,17 @@
-"""The target's stdout and stderr: passed through live and recorded.
+"""The target's output as memsight reads it: recorded, and copied on where it must go.
 
-Each stream gets a pseudo-terminal when memsight's own stream is a terminal (so the target
-line-buffers and sees isatty() just as under plain python), a pipe otherwise. A pump thread
-copies what arrives to memsight's own stream and records it, up to `record_limit` bytes.
+A channel is the end memsight reads: a pipe per stream for the app, or the master side of the
+pseudo-terminal that stands in for the user's terminal (recorder/terminal.py). A pump thread
+copies what arrives to memsight's own terminal (if any) and records it, up to `record_limit`
+bytes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
 import select
-import termios
 import threading
 import time
 from collections.abc import Callable
@@ -23,21 +22,27 @@ RECORD_LIMIT = 32 * 1024 * 1024
 
 
 class StreamChannel:
-    """One of the target's output streams: the fd the child writes, the fd we read."""
+    """One of the target's output streams: the fd the child writes, the fd we read.
 
-    def __init__(self, use_pty: bool, like_fd: int | None = None) -> None:
+    `crlf`: the stream is a terminal that writes "\r\n" for "\n"; the record keeps "\n".
+    """
+
+    def __init__(self, use_pty: bool = False, crlf: bool = False) -> None:
         self.is_pty = use_pty
+        self.crlf = crlf
         if use_pty:
             self.read_fd, self.child_fd = os.openpty()
-            attrs = termios.tcgetattr(self.child_fd)
-            attrs[1] &= ~termios.OPOST  # keep "\n" as-is; our own terminal adds the "\r"
-            termios.tcsetattr(self.child_fd, termios.TCSANOW, attrs)
-            if like_fd is not None:
-                with contextlib.suppress(OSError):
-                    size = fcntl.ioctl(like_fd, termios.TIOCGWINSZ, b"\0" * 8)
-                    fcntl.ioctl(self.child_fd, termios.TIOCSWINSZ, size)
         else:
             self.read_fd, self.child_fd = os.pipe()
+
+    @classmethod
+    def reading(cls, read_fd: int, crlf: bool = False) -> StreamChannel:
+        """A channel over an fd that exists already (a pty's master side)."""
+        channel = cls.__new__(cls)
+        channel.is_pty = True
+        channel.crlf = crlf
+        channel.read_fd, channel.child_fd = read_fd, -1
+        return channel
 
     def child_started(self) -> None:
         """Close our copy of the child's end, so EOF arrives when the target's tree closes it."""
@@ -111,6 +116,8 @@ class OutputPump(threading.Thread):
             _write_all(self.passthrough_fd, data)
         if self.recorded >= self.record_limit:
             return
+        if self.channel.crlf:
+            data = data.replace(b"\r\n", b"\n")
         keep = data[: self.record_limit - self.recorded]
         self.recorded += len(keep)
         self.emit(

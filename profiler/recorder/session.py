@@ -18,6 +18,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from profiler.recorder.blocks import TableBuffer
 from profiler.recorder.output import OutputPump, StreamChannel
 from profiler.recorder.sampler import HostSampler, TreeWatcher
 from profiler.recorder.server import AgentServer
+from profiler.recorder.terminal import Terminal, terminal_fds
 
 FLUSH_S = 0.2
 LIVE_FLUSH_S = 0.05
@@ -45,10 +47,15 @@ STOP_GRACE_S = 2.0
 class Recording:
     """Record one run of `spec` into `out_path`.
 
-    stdio: "terminal" passes the target's output through to our own stdout/stderr (using a
-    pseudo-terminal for each one that is a terminal); "capture" only records it.
+    stdio: "terminal" (the command line) gives the target memsight's own stdin, stdout and
+    stderr: a file or pipe is inherited as it is, so the target writes to it directly with
+    exactly python's semantics (that output is not recorded; an `output_not_recorded` event
+    says so), and the fds that are a terminal are replaced by one pseudo-terminal whose
+    output is copied to the real terminal and recorded (recorder/terminal.py).
+    "capture" (the app) records stdout and stderr through pipes; stdin is empty.
     new_session puts the target in its own session and process group (the GUI), so Stop
-    reaches the whole tree; the CLI keeps it in the terminal's foreground group instead.
+    reaches the whole tree; the command line keeps it in the caller's process group unless
+    it needs a session for its pseudo-terminal (`own_session` tells which).
     """
 
     def __init__(
@@ -63,6 +70,8 @@ class Recording:
         self.out_path = Path(out_path)
         self.stdio = stdio
         self.new_session = new_session
+        self.terminal: Terminal | None = None
+        self.on_interrupt_key: Callable[[], None] | None = None  # the user typed Ctrl+C
         self.live = live
         self.writer: ProfileWriter | None = None
         self.process: subprocess.Popen[bytes] | None = None
@@ -139,7 +148,7 @@ class Recording:
         token = secrets.token_urlsafe(32)
         self.server = AgentServer(token, self)
         plan = build_launch(spec, self.server.port, token, os.environ)
-        channels = self._open_channels()
+        streams = self._open_streams()
         t0 = time.monotonic_ns()
         start_time = datetime.now(timezone.utc).astimezone().isoformat(timespec="milliseconds")
         try:
@@ -147,22 +156,26 @@ class Recording:
                 plan.argv,
                 cwd=plan.cwd,
                 env=plan.env,
-                stdout=channels[0].child_fd,
-                stderr=channels[1].child_fd,
-                start_new_session=self.new_session,
+                stdin=streams.stdin,
+                stdout=streams.child_fds[0],
+                stderr=streams.child_fds[1],
+                start_new_session=self.own_session,
+                preexec_fn=self.terminal.make_controlling if self.terminal is not None else None,
                 close_fds=True,
             )
         except OSError:
-            for channel in channels:
-                channel.child_started()
-                os.close(channel.read_fd)
+            streams.close_all()
+            if self.terminal is not None:
+                self.terminal.close()
             self.writer.close()
             with contextlib.suppress(OSError):
                 self.out_path.unlink()
             self.server.listener.close()
             raise
-        for channel in channels:
-            channel.child_started()
+        streams.child_started()
+        if self.terminal is not None:
+            self.terminal.on_interrupt_key = self._interrupt_key
+            self.terminal.child_started(self.process.pid)
         pid = self.process.pid
         total, _ = proctree.SystemMemoryReader().read()
         self.emit(
@@ -197,14 +210,18 @@ class Recording:
         self.server.start()
         self.tree.start()
         self.sampler.start()
-        for stream, channel, own_fd in zip(
-            (protocol.STDOUT, protocol.STDERR), channels, (1, 2), strict=True
-        ):
+        if streams.unrecorded:
+            self.event(
+                "output_not_recorded",
+                streams=streams.unrecorded,
+                reason="written by the target directly to a file or pipe",
+            )
+        for channel, stream, passthrough_fd in streams.pumped:
             pump = OutputPump(
                 channel,
                 stream,
                 self.emit,
-                passthrough_fd=own_fd if self.stdio == "terminal" else None,
+                passthrough_fd=passthrough_fd,
                 on_truncated=lambda s: self.event("output_truncated", stream=s),
             )
             pump.start()
@@ -213,12 +230,49 @@ class Recording:
         flusher.start()
         self._threads.append(flusher)
 
-    def _open_channels(self) -> list[StreamChannel]:
-        channels = []
-        for own_fd in (1, 2):
-            use_pty = self.stdio == "terminal" and _isatty(own_fd)
-            channels.append(StreamChannel(use_pty, like_fd=own_fd if use_pty else None))
-        return channels
+    @property
+    def own_session(self) -> bool:
+        """Whether the target leads a session of its own (not in memsight's process group)."""
+        return self.new_session or self.terminal is not None
+
+    def _open_streams(self) -> _Streams:
+        if self.stdio == "capture":
+            channels = [StreamChannel(use_pty=False) for _ in (1, 2)]
+            return _Streams(
+                stdin=subprocess.DEVNULL,
+                child_fds=[c.child_fd for c in channels],
+                pumped=[(c, s, None) for c, s in zip(channels, _STREAMS, strict=True)],
+                unrecorded=[],
+            )
+        ttys = terminal_fds()
+        if 1 not in ttys and 2 not in ttys:
+            # Files and pipes (a terminal on stdin alone too) are the target's, as they are.
+            return _Streams(
+                stdin=None, child_fds=[None, None], pumped=[], unrecorded=["stdout", "stderr"]
+            )
+        self.terminal = terminal = Terminal(ttys)
+        stream = protocol.STDOUT if 1 in ttys else protocol.STDERR
+        channel = StreamChannel.reading(terminal.master_fd, crlf=terminal.relays_input)
+        return _Streams(
+            stdin=terminal.child_fd(0),
+            child_fds=[terminal.child_fd(1), terminal.child_fd(2)],
+            pumped=[(channel, stream, terminal.real_fd)],
+            unrecorded=[name for fd, name in ((1, "stdout"), (2, "stderr")) if fd not in ttys],
+        )
+
+    def _interrupt_key(self) -> None:
+        if self.on_interrupt_key is not None:
+            self.on_interrupt_key()
+
+    def sync_terminal_size(self) -> None:
+        """The real terminal was resized (SIGWINCH): the target's follows."""
+        if self.terminal is not None:
+            self.terminal.sync_size()
+
+    def restore_terminal(self) -> None:
+        """Put the user's terminal back in its own mode (idempotent; also done at the end)."""
+        if self.terminal is not None:
+            self.terminal.restore()
 
     def _flush_loop(self) -> None:
         period = LIVE_FLUSH_S if self.live is not None else FLUSH_S
@@ -300,7 +354,7 @@ class Recording:
             if _same_process(pid, start):  # else that pid now belongs to someone else
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
-        if self.new_session:
+        if self.own_session:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.process.pid, signal.SIGKILL)
 
@@ -321,6 +375,8 @@ class Recording:
             pump.finish(OUTPUT_LINGER_S)
         for pump in self._pumps:
             pump.join()
+        if self.terminal is not None:
+            self.terminal.close()
         self.sampler.join(timeout=2.0)
         self.tree.join(timeout=2.0)
         if self._nvml is not None:
@@ -352,8 +408,24 @@ def _same_process(pid: int, start: int) -> bool:
     return ident is not None and ident.start == start
 
 
-def _isatty(fd: int) -> bool:
-    try:
-        return os.isatty(fd)
-    except OSError:
-        return False
+_STREAMS = (protocol.STDOUT, protocol.STDERR)
+
+
+@dataclass
+class _Streams:
+    """How the target's fds 0/1/2 are set up: None inherits memsight's own."""
+
+    stdin: int | None
+    child_fds: list[int | None]  # stdout, stderr
+    pumped: list[tuple[StreamChannel, int, int | None]]  # channel, stream, where to copy it
+    unrecorded: list[str]  # "stdout"/"stderr" the target writes directly
+
+    def child_started(self) -> None:
+        for channel, _, _ in self.pumped:
+            channel.child_started()
+
+    def close_all(self) -> None:
+        for channel, _, _ in self.pumped:
+            channel.child_started()
+            with contextlib.suppress(OSError):
+                os.close(channel.read_fd)

@@ -25,7 +25,7 @@ from profiler.profile.series import (
     Series,
     process_tree_bytes,
 )
-from profiler.profile.summary import summarize
+from profiler.profile.summary import summarize, unrecorded_output
 from profiler.protocol import STDERR
 from profiler.report.decimate import envelope
 from profiler.units import format_bytes, format_duration
@@ -247,6 +247,7 @@ def report_context(profile: Profile, diagnosis: Diagnosis, name: str) -> dict[st
         "exception": _exception(profile),
         "output": output,
         "output_total": output_total,
+        "output_not_recorded": unrecorded_output(profile),
         "chart_data": {
             "duration": round(max(profile.duration, 1e-3), 4),
             "charts": charts,

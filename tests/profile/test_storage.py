@@ -25,6 +25,7 @@ from profiler.profile.storage import (
     file_header,
     load_profile,
 )
+from tests.processes import record_in_terminal
 from tests.support import run_cli, write_script
 
 TINY_SCRIPT = """\
@@ -46,8 +47,8 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     folder = tmp_path_factory.mktemp("recorded")
     script = write_script(folder, "tiny.py", TINY_SCRIPT)
     out = folder / "tiny.memsight"
-    result = run_cli("run", "-o", out, script, cwd=folder)
-    assert result.returncode == 0, result.stderr
+    code, shown = record_in_terminal(["run", "-o", out, script], folder)
+    assert code == 0, shown
     return out.read_bytes()
 
 

@@ -24,7 +24,7 @@ from profiler.protocol import TableSchema
 from profiler.recorder import server as server_mod
 from profiler.recorder.server import RECORDER_EVENTS, AgentServer
 from profiler.recorder.session import Recording
-from tests.support import try_load, wait_until, write_script
+from tests.support import ROOT, try_load, wait_until, write_script
 
 TOKEN = "the-one-time-token-of-this-run"
 TIMEOUT_S = 10.0
@@ -490,10 +490,12 @@ def test_a_rogue_client_during_a_run_is_rejected_and_the_run_completes(tmp_path:
 # -- end to end: a misbehaving agent inside a real recording -----------------------------------
 
 # Stands in for the target's interpreter: it reads the agent's connection details the way the
-# bootstrap does, authenticates, sends each bad frame followed by a marker event, then waits.
+# agent does, authenticates, sends each bad frame followed by a marker event, then waits. It
+# runs with -S (no site module), so memsight's own agent does not start in it first.
 HOSTILE_AGENT = """\
-#!{python}
-import json, os, socket, time
+#!{python} -S
+import json, os, socket, sys, time
+sys.path.insert(0, {root!r})
 from profiler import protocol
 
 config = json.loads(os.environ["MEMSIGHT_AGENT"])
@@ -535,7 +537,9 @@ def test_a_misbehaving_agent_cannot_stop_or_spoil_the_recording(tmp_path: Path) 
     frames = tmp_path / "frames.json"
     frames.write_text(json.dumps([frame.hex() for frame in HOSTILE_FRAMES]))
     fake_python.write_text(
-        HOSTILE_AGENT.format(python=sys.executable, frames=str(frames), sent=str(sent), go=str(go))
+        HOSTILE_AGENT.format(
+            python=sys.executable, root=str(ROOT), frames=str(frames), sent=str(sent), go=str(go)
+        )
     )
     fake_python.chmod(0o755)
     out = tmp_path / "hostile.memsight"

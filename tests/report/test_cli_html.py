@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import Completed, run_cli, run_memsight, write_script
+from tests.processes import record_in_terminal
+from tests.support import Completed, run_cli, write_script
 
 # Each test records a run under `memsight run`, then reports it.
 pytestmark = pytest.mark.slow
@@ -17,10 +18,10 @@ def _recorded(tmp_path: Path) -> Path:
     script = write_script(
         tmp_path, "small.py", "data = bytearray(30 * 2**20)\nprint('<b>hi</b>')\n"
     )
-    result = run_memsight([str(script)], tmp_path)
-    assert result.returncode == 0, result.stderr
-    assert result.profile_path is not None
-    return result.profile_path
+    out = tmp_path / "run.memsight"
+    code, shown = record_in_terminal(["run", "-q", "-o", out, script], tmp_path)
+    assert code == 0, shown
+    return out
 
 
 def report(tmp_path: Path, *args: str) -> Completed:

@@ -12,6 +12,7 @@ import markupsafe
 import numpy as np
 import pytest
 
+from profiler.profile.model import Event
 from profiler.report import render_html, write_html
 from tests.factories import GiB, sample_profile, table
 
@@ -128,3 +129,15 @@ def test_every_cuda_device_gets_its_own_chart() -> None:
     assert titles == ["RAM", "GPU memory (cuda:0)", "GPU memory (cuda:1)"]
     allocated = {c["title"]: max(c["series"][1]["y"]) for c in data["charts"][1:]}
     assert allocated == {"GPU memory (cuda:0)": 2 * GiB, "GPU memory (cuda:1)": 5 * GiB}
+
+
+def test_output_that_went_straight_to_a_file_is_said_to_be_unrecorded() -> None:
+    # Given a run whose stdout and stderr were a file: the script wrote there, memsight did not
+    profile = sample_profile()
+    profile.output.clear()
+    profile.events.append(Event(1.0, "output_not_recorded", {"streams": ["stdout", "stderr"]}))
+
+    # Then the report says so instead of claiming the script printed nothing
+    text = render_html(profile)
+    assert "wrote its stdout and stderr straight to a file or pipe" in text
+    assert "The script printed nothing" not in text
