@@ -23,6 +23,14 @@ PROTOCOL_VERSION = 1
 # agent removes it before the target's code runs.
 AGENT_ENV = "MEMSIGHT_AGENT"
 
+# A child process's role, as the recorder writes it in child_started / child_role events.
+CHILD_ROLE_DATALOADER_WORKER = "dataloader-worker"
+CHILD_ROLE_OTHER = "other"
+# torch (2.5 and newer) names every DataLoader worker process so, in all start methods (fork,
+# spawn, forkserver), as its worker loop starts: torch/utils/data/_utils/worker.py calls
+# torch.multiprocessing._set_thread_name("pt_data_worker") on the worker's main thread.
+DATALOADER_WORKER_NAME = "pt_data_worker"
+
 HEADER = struct.Struct("<IBI")
 HEADER_SIZE = HEADER.size
 

@@ -211,3 +211,35 @@ def sample_profile(text: str = "") -> Profile:
     p.warnings = [f"a warning{text}"]
     p.source = f"/work/run{text}.memsight"
     return p
+
+
+def loop(
+    iterations: int,
+    modules: Sequence[int] = (1,),
+    flags: int | Sequence[int] = protocol.FLAG_GRAD | protocol.FLAG_REQUIRES_GRAD,
+    backward: bool = False,
+    start: float = 1.0,
+    dt: float = 0.1,
+) -> SampleTable:
+    """A `spans` table for a loop without optimizer steps: per iteration (every dt seconds),
+    one forward of each of `modules` in turn (in the first half of the iteration), then, with
+    `backward`, one backward pass through all of them (ending at 0.8 dt). `flags`: the same for
+    every forward, or one per module."""
+    per_module = [flags] * len(modules) if isinstance(flags, int) else list(flags)
+    rows = []
+    fid = 0
+    width = 0.5 * dt / len(modules)
+    for i in range(iterations):
+        t0 = start + dt * i
+        ids = []
+        for j, module in enumerate(modules):
+            fid += 1
+            ids.append(fid)
+            t = t0 + j * width
+            rows.append((t, t + 0.9 * width, protocol.SPAN_FORWARD, fid, module, per_module[j]))
+        if backward:
+            t, end = t0 + 0.6 * dt, t0 + 0.8 * dt
+            rows.append((t, end, protocol.SPAN_BACKWARD, ids[0], 0, 0))
+            rows += [(t, end, protocol.SPAN_LINK, f, 0, 0) for f in ids]
+    t, end, kind, ids, module, flag = (np.array(c) for c in zip(*rows, strict=True))
+    return table("spans", t, end=end, kind=kind, id=ids, module=module, flags=flag, depth=0)

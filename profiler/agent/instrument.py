@@ -5,8 +5,8 @@ or feature-detected APIs only:
 
 - optimizer steps: the global optimizer step pre/post hooks; each step is a row of the
   `steps` table with the memory state, whether gradients were cleared since the previous
-  step, and (measured for the first steps, then at most once a second) the bytes of
-  parameters, gradients and optimizer state;
+  step or during this one (in a closure passed to step()), and (measured for the first
+  steps, then at most once a second) the bytes of parameters, gradients and optimizer state;
 - forward spans (rows of the `spans` table): hooks on the *outermost* modules only. Global
   forward hooks run briefly to discover which modules are called at depth 0 ("roots"); each
   root then gets its own instance hooks and the global hooks are removed, so leaf modules
@@ -395,6 +395,12 @@ class Instrumentation:
             return
         self.steps += 1
         end = _now()
+        if self._cleared != CLEARED_ZERO_GRAD:
+            # Cleared during the step counts for this step: a closure (LBFGS, Lightning) calls
+            # zero_grad after the pre-hook ran, and the post-hook resets the flag.
+            during = self._cleared_how(optimizer)
+            if during == CLEARED_ZERO_GRAD or self._cleared == CLEARED_NONE:
+                self._cleared = during
         memory = self.memory_state()
         cuda = memory.get("cuda")
         if cuda is not None:
@@ -427,7 +433,11 @@ class Instrumentation:
             self._maybe_rediscover()
 
     def _cleared_how(self, optimizer: Any) -> int:
-        """How the gradients were cleared since this optimizer's previous step (CLEARED_*)."""
+        """How the gradients were cleared since this optimizer's previous step (CLEARED_*).
+
+        Asked before the step and, unless that answer was CLEARED_ZERO_GRAD, again after it: a
+        closure passed to step() may clear (zero_grad, or .grad set to None) while it runs.
+        """
         if self._zero_grad_called:
             return CLEARED_ZERO_GRAD
         refs = self._grad_refs.get(id(optimizer))

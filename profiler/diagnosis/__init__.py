@@ -2,17 +2,19 @@
 
 diagnose() runs every rule in rules/ (one module per stable rule id from docs/architecture.md) and
 returns the findings, most severe first. Thresholds live in config.DiagnosisConfig; fixes are
-data files in resources/fixes/ (see fixes.py). docs/rules.md describes each rule.
+data files in resources/fixes/ (see fixes.py). Each finding's fixes are fitted to the run here,
+once (fixes.choose_fixes: what the run lacks is dropped, a CPU run gets CPU snippets), so every
+view of a Diagnosis shows the same fixes. docs/rules.md describes each rule.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from profiler.diagnosis.config import DEFAULT_CONFIG, DiagnosisConfig
 from profiler.diagnosis.finding import Evidence, Finding
-from profiler.diagnosis.fixes import Fix, get_fix
+from profiler.diagnosis.fixes import Fix, RunContext, choose_fixes, get_fix, get_fixes, run_context
 from profiler.diagnosis.rules import ALL_RULES
 from profiler.profile.model import Profile
 
@@ -24,9 +26,13 @@ __all__ = [
     "Evidence",
     "Finding",
     "Fix",
+    "RunContext",
+    "choose_fixes",
     "diagnose",
     "finding_to_json",
     "get_fix",
+    "get_fixes",
+    "run_context",
 ]
 
 RULE_IDS: tuple[str, ...] = tuple(rule.RULE_ID for rule in ALL_RULES)
@@ -42,12 +48,18 @@ class Diagnosis:
 
 def diagnose(profile: Profile, config: DiagnosisConfig = DEFAULT_CONFIG) -> Diagnosis:
     result = Diagnosis()
+    context = run_context(profile)
     for rule in ALL_RULES:
         try:
-            result.findings.extend(rule.check(profile, config))
+            found = [
+                replace(finding, fixes=choose_fixes(finding.fixes, context))
+                for finding in rule.check(profile, config)
+            ]
         except Exception as exc:  # one broken rule must not hide the others' findings
             log.exception("rule %s failed", rule.RULE_ID)
             result.failed[rule.RULE_ID] = f"{type(exc).__name__}: {exc}"
+        else:
+            result.findings.extend(found)
     result.findings.sort(key=lambda f: f.rank)
     return result
 
@@ -59,5 +71,5 @@ def finding_to_json(finding: Finding) -> dict[str, object]:
         "title": finding.title,
         "explanation": finding.explanation,
         "evidence": finding.evidence.to_json(),
-        "fixes": [get_fix(fix_id).to_json() for fix_id in finding.fixes],
+        "fixes": [fix.to_json() for fix in get_fixes(finding.fixes)],
     }

@@ -76,5 +76,62 @@ class DiagnosisConfig:
     non_pytorch_min_bytes: int = 2 * GiB
     non_pytorch_min_share: float = 0.10  # of the device's capacity
 
+    # -- honest verdicts: run-failed, too-short-to-judge, fixes ordered by the OOM's evidence --
+    # out-of-memory: one request of at least this share of the memory it failed on (the CUDA
+    # device's total, or the RAM capacity), outside the optimizer step, means a single input is
+    # too large: the fixes about the input's size and activation checkpointing come before a
+    # smaller batch.
+    oom_single_request_share: float = 0.25
+    # too-short-to-judge: a run with fewer steps than growth_min_iterations is reported when
+    # memory at iteration boundaries rose by the growth rule's own size thresholds
+    # (growth_min_bytes_ram / _gpu, growth_min_relative) across at least this many steps after
+    # the warm-up the growth rule leaves out.
+    too_short_min_measured: int = 2
+
+    # -- every loop shape: iterations without torch.optim, growth over time, inference cost --
+    # growth-per-iteration, loops without optimizer steps: levels between iterations are the
+    # floor of the RAM / GPU samples; where samples are sparser than iterations, one floor per
+    # group of consecutive iterations holding at least this many samples.
+    growth_samples_per_level: int = 3
+    # growth-per-iteration, runs with no iterations at all (tensor code, no module): a line
+    # fitted to the floor of each of growth_time_slices equal slices of the run after torch
+    # was imported, leaving out the first growth_warmup_fraction of that time (at least
+    # growth_time_warmup_min_s). Judged only over at least growth_time_min_s, with r² at least
+    # growth_time_min_r2; the size and still-growing tests are the per-iteration ones
+    # (growth_min_bytes_ram / _gpu, growth_min_relative, growth_tail_fraction / _share).
+    growth_time_min_s: float = 5.0
+    growth_time_warmup_min_s: float = 1.0
+    growth_time_slices: int = 50
+    growth_time_min_r2: float = 0.9
+    # ... ending before the first slice within the run's last growth_time_teardown_s that is
+    # lower than the one before: exiting frees what the script kept just before the end.
+    growth_time_teardown_s: float = 1.0
+    # inference-without-no-grad: the memory one batch's forwards raised above the level before
+    # them (less what the same modules' forwards under no_grad raised), at its largest, is the
+    # cost of the graph. Measured on at least inference_cost_min_batches batches and below
+    # inference_negligible_bytes, the finding is info rather than a warning.
+    inference_negligible_bytes: int = 32 * MiB
+    inference_cost_min_batches: int = 3
+
+    # -- dataloader-worker-growth: DataLoader workers only, rise to a plateau or steady growth --
+    # Judged per worker life from when the recorder saw it become a DataLoader worker (its
+    # process named pt_data_worker). Its USS is smoothed by a running median of
+    # worker_smooth_samples samples; the first smoothed value is its first level, the highest
+    # its plateau. The rise (plateau - first level, at least worker_growth_min_bytes above)
+    # counts when at least worker_copied_min_share of it came without RSS growth (shared pages
+    # copied into the worker: copy-on-access), or when the worker was still growing at its
+    # end: the last worker_tail_fraction of its judged time holds at least worker_tail_share
+    # of the rise. The rise ends where the smoothed USS first reaches worker_plateau_share of
+    # it. worker_warmup_s and worker_min_samples (above) keep their meaning for children whose
+    # role was not recorded (older recordings, torch before 2.5): those count as workers when
+    # named pt_data_worker or started within worker_epoch_window_s after a DataLoader epoch
+    # with workers, and are judged after their first worker_warmup_s.
+    worker_smooth_samples: int = 3
+    worker_copied_min_share: float = 0.5
+    worker_tail_fraction: float = 0.4
+    worker_tail_share: float = 0.2
+    worker_plateau_share: float = 0.9
+    worker_epoch_window_s: float = 2.0
+
 
 DEFAULT_CONFIG = DiagnosisConfig()

@@ -25,7 +25,8 @@ class Evidence:
     start_s: float  # seconds since the start of the run
     end_s: float
     plot: Plot | None = None  # the timeline the evidence is on
-    iterations: tuple[int, int] | None = None  # first and last optimizer step involved
+    iterations: tuple[int, int] | None = None  # first and last iteration involved (optimizer
+    # steps; in a loop without them, what profiler.profile.series.iterations counts instead)
     numbers: Mapping[str, float | int | str | None] = field(default_factory=dict)
 
     def where(self) -> str:
@@ -56,7 +57,10 @@ class Finding:
     title: str  # one line in plain words
     explanation: str  # what the pattern means and why it costs memory
     evidence: Evidence
-    fixes: tuple[str, ...]  # ids of resources/fixes/*.toml, most likely to help first
+    # Ids of resources/fixes/*.toml, most likely to help first. A rule names plain ids;
+    # diagnose() fits them to the run (fixes.choose_fixes), which may add the variant chosen,
+    # as in "smaller-batch@cpu". fixes.get_fix reads both.
+    fixes: tuple[str, ...]
 
     @property
     def rank(self) -> tuple[int, float]:

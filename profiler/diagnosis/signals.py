@@ -12,6 +12,7 @@ import numpy as np
 
 from profiler import protocol
 from profiler.profile.model import Event, Profile, SampleTable
+from profiler.profile.series import OPTIMIZER_STEPS, Iterations, iterations
 
 FloatArray = np.ndarray
 
@@ -119,32 +120,138 @@ def final_exception(profile: Profile) -> Event | None:
 
 @dataclass(frozen=True)
 class IterationLevels:
-    """Memory at each optimizer step, as the agent read it in the step hook."""
+    """Memory between iterations: what persists from one iteration to the next.
+
+    For optimizer steps, the levels the agent read in the step hook, one per step. For the
+    other kinds of iterations (profiler.profile.series.iterations), the floor of the samples
+    from the end of an iteration to the end of the next: where they are too sparse for one
+    floor per iteration (iterations shorter than the sampling interval), the floor of a few
+    consecutive iterations, given to each of them.
+    """
 
     plot: str  # "ram" or "gpu"
     device: int | None
     t: FloatArray
-    index: np.ndarray  # the step numbers
+    index: np.ndarray  # the iteration numbers (1-based)
     bytes: FloatArray
+    kind: str  # what an iteration is: series.OPTIMIZER_STEPS, BACKWARD_PASSES, FORWARD_PASSES
+    count: int  # iterations in the run
+    group: int = 1  # consecutive iterations sharing one level (iteration k: group (k-1)//group)
+
+    def readings(self, index: np.ndarray) -> int:
+        """How many distinct levels were read for these iterations."""
+        return len(np.unique((index - 1) // self.group))
 
 
-def iteration_levels(profile: Profile) -> Iterator[IterationLevels]:
-    """Levels for RAM (rss) and, per CUDA device in use, for PyTorch's allocated memory."""
-    steps = profile.steps
-    if steps is None:
+def iteration_levels(profile: Profile, samples_per_level: int = 3) -> Iterator[IterationLevels]:
+    """Levels between the run's iterations (profiler.profile.series.iterations), for RAM (the
+    main process's RSS) and, per CUDA device in use, for PyTorch's allocated memory; nothing
+    for a run without iterations. samples_per_level: DiagnosisConfig.growth_samples_per_level.
+    """
+    its = iterations(profile)
+    if its is None:
         return
+    steps = profile.steps
+    if its.kind == OPTIMIZER_STEPS and steps is not None:
+        yield from _step_levels(steps, len(its))
+        return
+    for plot, device, t, level, _peak in sampled_series(profile):
+        floors = _floors(its, t, level, samples_per_level)
+        if floors is not None:
+            index, floor, group = floors
+            yield IterationLevels(
+                plot, device, its.end[index - 1], index, floor, its.kind, len(its), group
+            )
+
+
+def _step_levels(steps: SampleTable, count: int) -> Iterator[IterationLevels]:
     rss = steps["rss"]
     keep = rss >= 0
     if keep.any():
-        yield IterationLevels("ram", None, steps.t[keep], steps["index"][keep], rss[keep] * 1.0)
+        yield IterationLevels(
+            "ram", None, steps.t[keep], steps["index"][keep], rss[keep] * 1.0,
+            OPTIMIZER_STEPS, count,
+        )  # fmt: skip
     devices = steps["device"]
     allocated = steps["allocated"]
     for device in np.unique(devices[devices >= 0]):
         keep = (devices == device) & (allocated >= 0)
         if keep.any():
             yield IterationLevels(
-                "gpu", int(device), steps.t[keep], steps["index"][keep], allocated[keep] * 1.0
-            )
+                "gpu", int(device), steps.t[keep], steps["index"][keep], allocated[keep] * 1.0,
+                OPTIMIZER_STEPS, count,
+            )  # fmt: skip
+
+
+def _floors(
+    its: Iterations, t: FloatArray, level: np.ndarray, samples_per_level: int
+) -> tuple[np.ndarray, FloatArray, int] | None:
+    """(iteration, level) for each iteration whose level the samples (t, level) tell, and
+    how many iterations share a level.
+
+    Iteration k owns the samples from its end to the next iteration's end; samples before the
+    first iteration ends or after the last one ends belong to none. The level is the floor of
+    the samples of a group of consecutive iterations, of one iteration unless the samples are
+    too sparse (samples_per_level per group on average); every iteration of a group that has
+    samples gets its floor.
+    """
+    n = len(its)
+    owner = np.searchsorted(its.end, t, side="right")  # iterations ended by each sample
+    keep = (owner >= 1) & (owner < n)
+    owner, values = owner[keep], level[keep]
+    if not len(owner):
+        return None
+    group = max(1, -(-samples_per_level * (n - 1) // len(owner)))  # iterations per group
+    chunk = (owner - 1) // group
+    starts = np.flatnonzero(np.diff(chunk, prepend=-1))
+    floors = np.minimum.reduceat(values, starts) * 1.0
+    index = (chunk[starts][:, None] * group + 1 + np.arange(group)[None, :]).ravel()
+    floor = np.repeat(floors, group)
+    inside = index < n  # the last iteration's level would come after the run's last boundary
+    return index[inside].astype(np.int64), floor[inside], group
+
+
+def sampled_series(
+    profile: Profile,
+) -> Iterator[tuple[str, int | None, FloatArray, np.ndarray, np.ndarray]]:
+    """(plot, device, t, level, peak between samples) for the main process's RSS and, per
+    CUDA device, PyTorch's allocated memory, as sampled through the run."""
+    ram = profile.ram
+    if ram is not None and len(ram):
+        yield "ram", None, ram.t, ram["rss"], ram["rss_peak"]
+    for device in gpu_devices(profile):
+        rows = gpu_rows(profile, device)
+        if rows is not None and len(rows):
+            yield "gpu", device, rows.t, rows["allocated"], rows["allocated_peak"]
+
+
+def rise_during(
+    t: FloatArray, level: np.ndarray, peak: np.ndarray, start: FloatArray, end: FloatArray
+) -> FloatArray:
+    """How far memory rose above its level at `start` before `end`, per window; NaN where the
+    samples do not tell (no sample before the window, none at or after its end).
+
+    The level before is the last sample at or before the start; the height is the highest
+    level or between-sample peak of the samples from just after the start to the first one
+    at or after the end, so a window shorter than the sampling interval is still covered
+    (together with whatever else ran in the intervals around it).
+    """
+    out = np.full(len(start), np.nan)
+    if not len(t) or not len(start):
+        return out
+    before = np.searchsorted(t, start, side="right") - 1
+    after = np.searchsorted(t, end, side="left")
+    ok = (before >= 0) & (after < len(t)) & (after > before)
+    if not ok.any():
+        return out
+    height = np.maximum(level, peak).astype(np.float64)
+    first, last = before[ok] + 1, after[ok] + 1  # samples [first, last)
+    bounds = np.empty(2 * len(first), dtype=np.int64)
+    bounds[0::2], bounds[1::2] = first, last
+    padded = np.append(height, 0.0)  # so that a window may end at the last sample
+    highest = np.maximum.reduceat(padded, bounds)[0::2]
+    out[ok] = highest - level[before[ok]]
+    return out
 
 
 def forward_rows(profile: Profile) -> dict[str, np.ndarray] | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
-from profiler.diagnosis import Diagnosis, Finding, get_fix
+from profiler.diagnosis import Diagnosis, Finding, get_fixes
 from profiler.diagnosis.finding import severity_counts
 
 WIDTH = 96
@@ -20,8 +20,7 @@ def format_finding(finding: Finding, number: int, snippets: bool = True) -> list
     lines += _wrap(f"Evidence: {finding.evidence.text} (at {finding.evidence.where()})", INDENT)
     lines += _wrap(f"Why: {finding.explanation}", INDENT)
     lines.append(f"{INDENT}Fixes, most likely to help first:")
-    for rank, fix_id in enumerate(finding.fixes, 1):
-        fix = get_fix(fix_id)
+    for rank, fix in enumerate(get_fixes(finding.fixes), 1):
         lines += _wrap(f"{rank}) {fix.title}: {fix.summary}", INDENT + "  ")
         if snippets and rank == 1:
             lines.append("")

@@ -2,7 +2,8 @@
 
 The timeline, the HTML report, the summary and the diagnosis rules all take a series from here,
 so a label means the same numbers wherever it appears. Colours stay distinct for the common
-forms of colour blindness.
+forms of colour blindness. The iterations of a run's loop (`iterations`) are defined here too,
+for every loop shape: optimizer steps, backward passes, or batches of forward passes.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from profiler import protocol
 from profiler.profile.model import FloatArray, Profile, SampleTable
 
 IntArray = npt.NDArray[np.int64]
@@ -67,3 +69,87 @@ def process_tree(profile: Profile) -> tuple[FloatArray, IntArray] | None:
     if ram is None or not len(ram):
         return None
     return ram.t, process_tree_bytes(ram)
+
+
+# -- iterations ------------------------------------------------------------------------------
+
+OPTIMIZER_STEPS = "optimizer steps"
+BACKWARD_PASSES = "backward passes"
+FORWARD_PASSES = "forward passes"
+
+
+@dataclass(frozen=True)
+class Iterations:
+    """The iterations of a run's loop, in time order, and what marks them.
+
+    `kind` says what an iteration is: OPTIMIZER_STEPS (a `steps` row each), BACKWARD_PASSES
+    (a backward span each: a loop that updates the weights by hand), or FORWARD_PASSES (an
+    inference loop: one batch of outermost forwards each, see `forward_batches`). Iteration
+    k (1-based) is marked by [t[k-1], end[k-1]]: the step, the backward pass, or the batch's
+    forwards from the first one's start to the last one's end. The boundary between
+    iterations k and k+1 is end[k-1].
+    """
+
+    kind: str
+    t: FloatArray
+    end: FloatArray
+
+    def __len__(self) -> int:
+        return len(self.t)
+
+    @property
+    def index(self) -> IntArray:
+        return np.arange(1, len(self.t) + 1, dtype=np.int64)
+
+
+def iterations(profile: Profile) -> Iterations | None:
+    """The iterations of the run's loop; None when it has none (no module, no optimizer).
+
+    The first kind the run has wins: optimizer steps (every torch.optim loop, closures and
+    gradient accumulation included), else backward passes (weights updated by hand, as in
+    `p -= lr * p.grad`), else batches of outermost forward passes (inference).
+    """
+    steps = profile.steps
+    if steps is not None:
+        return Iterations(OPTIMIZER_STEPS, steps.t, steps["end"])
+    spans = profile.spans
+    if spans is None:
+        return None
+    kind = spans["kind"]
+    backward = kind == protocol.SPAN_BACKWARD
+    if backward.any():
+        t, end = spans.t[backward], spans["end"][backward]
+        order = np.argsort(t, kind="stable")
+        return Iterations(BACKWARD_PASSES, t[order], end[order])
+    forward = kind == protocol.SPAN_FORWARD
+    if "depth" in spans:
+        forward &= spans["depth"] == 0
+    if not forward.any():
+        return None
+    t, end, module = spans.t[forward], spans["end"][forward], spans["module"][forward]
+    order = np.argsort(t, kind="stable")  # rows are written as forwards end
+    t, end, module = t[order], end[order], module[order]
+    batch = forward_batches(module)
+    starts = np.flatnonzero(np.diff(batch, prepend=-1))
+    return Iterations(FORWARD_PASSES, t[starts], np.maximum.reduceat(end, starts))
+
+
+def forward_batches(modules: np.ndarray) -> IntArray:
+    """The batch of each outermost forward (0, 1, 2, …), given their modules in time order.
+
+    A batch is a run of forwards of distinct modules: a loop calling the model and then the
+    loss module makes one batch of the two calls, and the next call of a module already in
+    the batch starts the next batch. A one-off call before the loop (a warm-up, a feature
+    extractor) joins the first batch. A module called several times per batch (a decoder
+    stepping through a sequence) counts once per call.
+    """
+    out = np.empty(len(modules), dtype=np.int64)
+    batch = -1
+    seen: set[int] = set()
+    for i, module in enumerate(modules.tolist()):
+        if module in seen or batch < 0:
+            batch += 1
+            seen = set()
+        seen.add(module)
+        out[i] = batch
+    return out

@@ -2,8 +2,8 @@
 
 HostSampler ticks at the run's interval and reads only cheap counters: the main process's
 RSS and high-water mark, system available RAM, and the latest child total. TreeWatcher runs
-beside it, finds child processes and refreshes their USS within a CPU budget, so a slow
-page-table walk never delays a tick.
+beside it, finds child processes, tells DataLoader workers from other children, and refreshes
+their USS within a CPU budget, so a slow page-table walk never delays a tick.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from profiler.recorder import proctree
@@ -20,11 +21,69 @@ EmitEvent = Callable[..., None]
 SYSTEM_EVERY_NS = 100_000_000
 
 
-class TreeWatcher(threading.Thread):
-    """Tracks the target's descendants and their memory.
+@dataclass
+class _Child:
+    ident: proctree.ProcessIdentity
+    found: float  # monotonic time it was first seen
+    role: str
+    due: float  # monotonic time of its next USS refresh
+    resident: proctree.ResidentReader | None
+    base_rss: int = 0  # RSS when `uss` was read (or when it was found, before any reading)
+    uss: int = 0  # the latest USS read from its page tables (0 before the first)
+    estimate: int = 0  # uss + the RSS it gained since: what counts in children_total
+    measured: bool = False  # its USS was read at least once
+    last: float = 0.0  # monotonic time of its latest USS reading
+    extra: bool = False  # the next reading is a young child's extra one (spare budget only)
 
-    Descendants are rescanned every `scan_s`. USS refreshes (one child at a time, round robin)
-    are spaced so that they take at most `budget` of one CPU core.
+
+class _CpuBucket:
+    """A token bucket of CPU time: `rate` CPU-seconds per second, at most `burst` saved up.
+
+    Spending may take it below zero; nothing is allowed until it has refilled above zero.
+    """
+
+    def __init__(self, rate: float, burst: float) -> None:
+        self.rate = rate
+        self.burst = burst
+        self.tokens = burst
+        self._at = time.monotonic()
+
+    def ready(self, now: float) -> bool:
+        self.tokens = min(self.burst, self.tokens + (now - self._at) * self.rate)
+        self._at = now
+        return self.tokens > 0.0
+
+    def spend(self, cpu_s: float) -> None:
+        self.tokens -= cpu_s
+
+    def ready_at(self) -> float:
+        """When it will be above zero again."""
+        if self.tokens > 0.0:
+            return self._at
+        return self._at + (-self.tokens) / self.rate + 1e-4
+
+
+class TreeWatcher(threading.Thread):
+    """Tracks the target's descendants, their memory and their role.
+
+    Finding children: every `poll_s` it reads the last allocated pid (proctree.PidCounter,
+    ~1.5 us) and rescans the tree when it moved, so a child is found within about `poll_s` of
+    its start (the DataLoader workers of a 0.2 s evaluation included); a rescan runs every
+    `scan_s` in any case. Rescans cost about 10 us per thread of the tree and are paced to
+    `scan_budget` of one core.
+
+    Their memory: each child's USS is read from its page tables (smaps_rollup) every
+    `refresh_s`, every `young_refresh_s` during its first `young_s`, earliest due first, as
+    long as these reads stay within `budget` of one CPU core, counted in this thread's CPU
+    time (a token bucket allowing bursts of `burst_s`); a new child is read at once whatever
+    the budget. With large children the budget sets the pace: a read costs about 11 ms per GiB
+    of the child's RSS on a small VM. Every `poll_s` in between, each child's RSS is read from
+    /proc/PID/statm (~1.2 us): memory it allocated since its last USS reading counts in
+    `children_total` at once, and a child that exited (or is a zombie) stops counting.
+
+    Their role ("dataloader-worker" or "other", from the process name) is recorded in
+    `child_started` and, when it changes later (a DataLoader worker names itself as its loop
+    starts), in a `child_role` event; names of young children are re-read every `name_poll_s`.
     """
 
     def __init__(
@@ -32,9 +91,17 @@ class TreeWatcher(threading.Thread):
         pid: int,
         children: TableBuffer,
         emit_event: EmitEvent,
-        scan_s: float = 0.5,
-        budget: float = 0.02,
-        min_refresh_s: float = 0.1,
+        scan_s: float = 1.0,
+        budget: float = 0.05,
+        refresh_s: float = 0.4,
+        *,
+        poll_s: float = 0.02,
+        young_s: float = 1.0,
+        young_refresh_s: float = 0.1,
+        burst_s: float = 0.05,
+        scan_budget: float = 0.02,
+        name_watch_s: float = 10.0,
+        name_poll_s: float = 0.1,
     ) -> None:
         super().__init__(name="memsight-tree", daemon=True)
         self.pid = pid
@@ -42,57 +109,117 @@ class TreeWatcher(threading.Thread):
         self.emit_event = emit_event
         self.scan_s = scan_s
         self.budget = budget
-        self.min_refresh_s = min_refresh_s
+        self.refresh_s = refresh_s
+        self.poll_s = poll_s
+        self.young_s = young_s
+        self.young_refresh_s = young_refresh_s
+        self.burst_s = burst_s
+        self.scan_budget = scan_budget
+        self.name_watch_s = name_watch_s
+        self.name_poll_s = name_poll_s
         self.known: dict[int, proctree.ProcessIdentity] = {}
         self.ever_seen: dict[int, proctree.ProcessIdentity] = {}
-        self._uss: dict[int, int] = {}
-        self._order: list[int] = []
+        self._children: dict[int, _Child] = {}
+        self._total = 0
         self._lock = threading.Lock()
         self._halt = threading.Event()
+        self._bucket = _CpuBucket(budget, burst_s)
+        # What it costs, in this thread's CPU time (benchmarks and tests read these).
+        self.scans = 0
+        self.scan_cpu_s = 0.0
+        self.refreshes = 0
+        self.refresh_cpu_s = 0.0
 
     @property
     def children_total(self) -> int:
+        """The children's memory now: each one's USS plus the RSS it gained since reading it."""
         with self._lock:
-            return sum(self._uss.values())
+            return self._total
 
     def stop(self) -> None:
         self._halt.set()
 
     def run(self) -> None:
-        next_scan = 0.0
-        next_refresh = 0.0
-        cursor = 0
+        counter = proctree.PidCounter()
+        try:
+            self._loop(counter)
+        finally:
+            counter.close()
+            for child in self._children.values():
+                if child.resident is not None:
+                    child.resident.close()
+
+    def _loop(self, counter: proctree.PidCounter) -> None:
+        next_scan = 0.0  # a full rescan is due
+        scan_allowed = 0.0  # pacing of rescans
+        next_names = 0.0
+        next_poll = 0.0
+        spawned = False  # a pid was allocated since the last rescan
         while not self._halt.is_set():
             now = time.monotonic()
-            if now >= next_scan:
+            spawned = counter.changed() or spawned
+            if (spawned or now >= next_scan) and now >= scan_allowed:
+                spawned = False
+                cpu = time.thread_time()
                 self.scan()
+                cost = time.thread_time() - cpu
+                self.scan_cpu_s += cost
+                now = time.monotonic()
                 next_scan = now + self.scan_s
-            if now >= next_refresh and self._order:
-                cursor %= len(self._order)
-                pid = self._order[cursor]
-                cursor += 1
-                started = time.monotonic()
+                scan_allowed = now + cost / self.scan_budget
+            if now >= next_names:
+                self._watch_names(now)
+                next_names = now + self.name_poll_s
+            while self._children:
+                pid, child = self._next_refresh()
+                if child.due > now or not (not child.measured or self._bucket.ready(now)):
+                    break  # a child never read yet is read whatever the budget
+                if child.extra and self._bucket.tokens < self.burst_s / 2:
+                    child.extra = False  # young children's extra readings wait for spare budget
+                    child.due = child.last + self.refresh_s
+                    continue
+                cpu = time.thread_time()
                 self.refresh(pid)
-                cost = time.monotonic() - started
-                next_refresh = started + max(
-                    self.min_refresh_s / len(self._order), cost / self.budget
-                )
-            wake = min(next_scan, next_refresh if self._order else next_scan)
-            self._halt.wait(max(0.0, wake - time.monotonic()))
+                cost = time.thread_time() - cpu
+                self.refresh_cpu_s += cost
+                self._bucket.spend(cost)
+                now = time.monotonic()
+                child.last = now
+                child.extra = now - child.found < self.young_s
+                child.due = now + (self.young_refresh_s if child.extra else self.refresh_s)
+            if now >= next_poll:
+                self._track_resident()
+                next_poll = now + self.poll_s
+            wake = next_poll
+            if spawned:
+                wake = min(wake, scan_allowed)
+            if self._children:
+                due = min(child.due for child in self._children.values())
+                wake = min(wake, max(due, self._bucket.ready_at()))
+            self._halt.wait(max(0.001, wake - time.monotonic()))
+
+    def _next_refresh(self) -> tuple[int, _Child]:
+        """The child whose reading is due first; regular readings before young ones' extras."""
+        return min(self._children.items(), key=lambda item: (item[1].due, item[1].extra))
 
     def scan(self) -> dict[int, proctree.ProcessIdentity]:
         """Rescan the tree; report children that appeared or went away."""
         current = proctree.descendants(self.pid)
         t = time.monotonic_ns()
+        now = time.monotonic()
         for pid, ident in current.items():
             old = self.known.get(pid)
             if old is not None and old.start == ident.start:
                 continue
             if old is not None:
                 self._gone(pid, t)
+            resident = proctree.ResidentReader.open(pid)
+            role = proctree.child_role(ident.name)
+            child = _Child(ident, now, role, due=now, resident=resident)
+            child.base_rss = (resident.read() or 0) if resident is not None else 0
             self.known[pid] = ident
             self.ever_seen[pid] = ident
-            self._order.append(pid)
+            self._children[pid] = child
             self.emit_event(
                 "child_started",
                 t=t,
@@ -100,11 +227,57 @@ class TreeWatcher(threading.Thread):
                 ppid=ident.ppid,
                 name=ident.name,
                 cmdline=proctree.cmdline(pid)[:64],
+                role=role,
             )
-            self.refresh(pid)
         for pid in [p for p in self.known if p not in current]:
             self._gone(pid, t)
+        self.scans += 1
         return current
+
+    def _track_resident(self) -> None:
+        """Each child's RSS now: what it allocated since its USS was read counts at once."""
+        total = 0
+        for pid, child in list(self._children.items()):
+            if child.resident is None:
+                total += child.estimate
+                continue
+            rss = child.resident.read()
+            if rss is None:
+                self._gone(pid, time.monotonic_ns())
+                continue
+            child.estimate = max(child.uss, child.uss + rss - child.base_rss)
+            total += child.estimate
+        with self._lock:
+            self._total = total
+
+    def _watch_names(self, now: float) -> None:
+        """Re-read the names of young children not yet known as DataLoader workers."""
+        for pid, child in list(self._children.items()):
+            if (
+                child.role == proctree.ROLE_OTHER
+                and now - child.found < self.name_watch_s
+                and self._check_identity(pid, child)
+            ):
+                child.due, child.extra = now, False  # measure it as it takes up its role
+
+    def _check_identity(self, pid: int, child: _Child) -> bool:
+        """Re-read a child's name; record a new role. False when it is gone or unchanged."""
+        ident = proctree.identity(pid)
+        if ident is None or ident.start != child.ident.start:
+            self._gone(pid, time.monotonic_ns())
+            return False
+        role = proctree.child_role(ident.name)
+        if ident.name == child.ident.name and role == child.role:
+            return False
+        child.ident = ident
+        self.known[pid] = ident
+        changed = role != child.role and child.role != proctree.ROLE_DATALOADER_WORKER
+        if changed:  # a DataLoader worker stays one, whatever it calls itself later
+            child.role = role
+            self.emit_event(
+                "child_role", t=time.monotonic_ns(), pid=pid, role=role, name=ident.name
+            )
+        return changed
 
     def final_check(self) -> list[proctree.ProcessIdentity]:
         """After the target exited: record which children are gone; return those still alive.
@@ -123,19 +296,35 @@ class TreeWatcher(threading.Thread):
         return alive
 
     def _gone(self, pid: int, t: int) -> None:
-        self.known.pop(pid, None)
-        if pid in self._order:
-            self._order.remove(pid)
-        with self._lock:
-            self._uss.pop(pid, None)
+        if self.known.pop(pid, None) is None:
+            return
+        child = self._children.pop(pid, None)
+        if child is not None:
+            if child.resident is not None:
+                child.resident.close()
+            with self._lock:
+                self._total = max(0, self._total - child.estimate)
         self.emit_event("child_exited", t=t, pid=pid)
 
     def refresh(self, pid: int) -> None:
-        memory = proctree.child_memory(pid)
-        if memory is None:
+        """Read one child's USS (and name) now; a child found gone is reported gone."""
+        child = self._children.get(pid)
+        if child is None:
             return
+        self._check_identity(pid, child)
+        if pid not in self._children:
+            return
+        memory = proctree.child_memory(pid)
+        self.refreshes += 1
+        if memory is None:
+            self._gone(pid, time.monotonic_ns())
+            return
+        rss = child.resident.read() if child.resident is not None else None
+        child.measured = True
         with self._lock:
-            self._uss[pid] = memory.uss
+            self._total += memory.uss - child.estimate
+            child.uss = child.estimate = memory.uss
+            child.base_rss = rss if rss is not None else memory.rss
         self.children_table.add(
             (time.monotonic_ns(), pid, memory.rss, memory.uss, memory.pss, memory.swap)
         )

@@ -32,6 +32,7 @@ RECORDER_EVENTS = frozenset(
         "recording_end",
         "child_started",
         "child_exited",
+        "child_role",
         "agent_connected",
         "frame_rejected",
         "connection_rejected",

@@ -115,6 +115,38 @@ def test_a_loop_without_zero_grad_shows_no_clearing_after_the_first_step(tmp_pat
     assert cleared(profile) == ["first_step"] + [None] * 7
 
 
+CLOSURE = """
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 1))
+optimizer = torch.optim.LBFGS(model.parameters(), lr=0.1, max_iter=3)
+x, y = torch.randn(64, 16), torch.randn(64, 1)
+for step in range(6):
+    def closure():
+        optimizer.zero_grad()
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        return loss
+    print(f"{optimizer.step(closure).item():.6f}")
+"""
+
+
+def test_a_closure_that_clears_clears_every_step_it_runs_in(tmp_path: Path) -> None:
+    # LBFGS as PyTorch documents it: zero_grad inside the closure, after the step's pre-hook
+    write_script(tmp_path, "lbfgs.py", CLOSURE)
+    traced = run_memsight(["lbfgs.py"], tmp_path)
+    assert traced.returncode == 0, traced.stderr
+    assert traced.stdout == run_plain(["lbfgs.py"], tmp_path).stdout
+    profile = traced.profile()
+    assert cleared(profile) == ["zero_grad"] * 6
+    spans, steps = profile.spans, profile.steps
+    backward_starts = spans["t"][spans["kind"] == protocol.SPAN_BACKWARD]
+    inside = (backward_starts[:, None] >= steps["t"]) & (backward_starts[:, None] <= steps["end"])
+    assert inside.any(axis=1).all() and len(backward_starts) > 6  # several closures per step
+
+
 def test_no_hooks_records_memory_only(tmp_path: Path) -> None:
     traced, profile = run_train(tmp_path, "zero_grad", "--no-hooks")
     assert profile.steps is None and profile.spans is None

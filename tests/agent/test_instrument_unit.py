@@ -163,6 +163,57 @@ def test_missing_zero_grad_and_manual_clearing_are_told_apart(hooked: Any) -> No
     assert [s["cleared"] for s in agent.steps()] == ["first_step", None, None, "grad_replaced"]
 
 
+def closure_steps(model: nn.Module, opt: torch.optim.Optimizer, steps: int, clear: str) -> None:
+    """opt.step(closure), as LBFGS (and every Lightning run) does it; the closure clears the
+    gradients by `clear`: "zero_grad", "set_to_none" (by hand) or "none"."""
+    x = torch.randn(16, 8)
+    for _ in range(steps):
+
+        def closure() -> torch.Tensor:
+            if clear == "zero_grad":
+                opt.zero_grad()
+            elif clear == "set_to_none":
+                for p in model.parameters():
+                    p.grad = None
+            loss = model(x).pow(2).mean()
+            loss.backward()
+            return loss
+
+        opt.step(closure)
+
+
+@pytest.mark.parametrize(
+    "clear, expected",
+    [
+        ("zero_grad", ["zero_grad"] * 4),  # zero_grad after the pre-hook counts for the step
+        ("set_to_none", ["first_step"] + ["grad_replaced"] * 3),
+        ("none", ["first_step"] + [None] * 3),  # the closure really accumulates: still seen
+    ],
+)
+def test_clearing_inside_a_closure_counts_for_its_step(
+    hooked: Any, clear: str, expected: list[str | None]
+) -> None:
+    _, agent = hooked
+    model = Net()
+    opt = torch.optim.LBFGS(model.parameters(), lr=0.1, max_iter=3)
+    closure_steps(model, opt, 4, clear)
+    steps = agent.steps()
+    assert [s["cleared"] for s in steps] == expected
+    # LBFGS evaluates the closure several times per step: one step row each, backwards inside
+    backwards = agent.backwards()
+    assert len(steps) == 4 and len(backwards) > 4
+    assert all(any(s["t"] <= b["t"] <= s["end"] for s in steps) for b in backwards)
+
+
+def test_clearing_inside_a_step_is_not_carried_to_the_next_step(hooked: Any) -> None:
+    _, agent = hooked
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), 0.01)
+    closure_steps(model, opt, 1, "zero_grad")
+    train_steps(model, opt, 2, zero_grad=False)  # plain steps after it, never cleared
+    assert [s["cleared"] for s in agent.steps()] == ["zero_grad", None, None]
+
+
 def test_parameters_sharing_one_storage_are_counted_once() -> None:
     flat = torch.zeros(200)  # a flat buffer whose views are the parameters
     first, second = nn.Parameter(flat[:150]), nn.Parameter(flat[150:])

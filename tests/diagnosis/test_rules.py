@@ -13,7 +13,7 @@ from profiler import protocol
 from profiler.diagnosis import DEFAULT_CONFIG, diagnose, get_fix
 from profiler.diagnosis import rules as rules_package
 from profiler.diagnosis.rules import ALL_RULES
-from profiler.profile.model import Profile, SampleTable
+from profiler.profile.model import Event, Profile, SampleTable
 from tests.factories import GiB, MiB, oom_event, profile, ram, spans, steps, table
 from tests.support import ROOT
 
@@ -472,6 +472,14 @@ def test_diagnose_orders_by_severity_and_a_broken_rule_is_named_not_fatal(
 
 # every registered rule -------------------------------------------------------------------
 
+
+def error_event(exc_type: str, message: str, line: int = 1, t: float = 0.05) -> Event:
+    """The uncaught exception that ended a script, raised at train.py:`line`."""
+    frame = ["/work/train.py", line, "<module>", f"raise {exc_type}({message!r})"]
+    data = {"exc_id": 1, "exc_type": f"builtins.{exc_type}", "message": message}
+    return Event(t, "exception", {**data, "traceback": [frame], "uncaught": True, "oom": None})
+
+
 # A profile each rule fires on (the patterns tested above). The registry says which rules must be
 # here: a rule registered without a case fails test_every_registered_rule_fires_on_its_pattern.
 FIRES = {
@@ -496,6 +504,8 @@ FIRES = {
         table("nvml", [0.0, 1.0], device=0, used=40 * GiB, total=80 * GiB, process_used=12 * GiB),
         devices=[(0, 80 * GiB)],
     ),
+    "run-failed": lambda: profile(events=[error_event("ValueError", "boom")], exit_code=1),
+    "too-short-to-judge": lambda: profile(steps(BASE + 23 * MiB * np.arange(19)), exit_code=0),
 }
 
 

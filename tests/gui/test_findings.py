@@ -94,3 +94,49 @@ def test_findings_appear_while_the_run_is_still_going(
     window.stop_run()
     qtbot.waitUntil(lambda: window.findings.final, timeout=30_000)
     assert window.findings.list.count() == 1
+
+
+def test_a_failed_runs_panel_shows_the_error_never_no_problems(window: MainWindow) -> None:
+    from profiler.diagnosis import diagnose
+    from profiler.profile.model import Event
+    from tests.factories import profile
+
+    error = {
+        "exc_id": 1,
+        "exc_type": "builtins.SyntaxError",
+        "message": "'(' was never closed (bad.py, line 1)",
+        "traceback": [],
+        "uncaught": True,
+        "oom": None,
+    }
+    failed = profile(events=[Event(0.05, "exception", error)], exit_code=1)
+    failed.info.script = "bad.py"
+    window.findings.set_diagnosis(failed, diagnose(failed), final=True)
+    panel = window.findings
+    assert panel.header.text() == "1 finding: 1 critical"
+    panel.list.setCurrentRow(0)
+    shown = panel.details.toPlainText()
+    assert "No problems found" not in shown
+    assert "SyntaxError: '(' was never closed at bad.py:1" in shown
+
+
+def test_a_cpu_runs_fixes_in_the_panel_are_cpu_code(window: MainWindow) -> None:
+    import numpy as np
+
+    from profiler.diagnosis import diagnose
+    from tests.factories import MiB, oom_event, profile, steps
+
+    levels = 800 * MiB + 3 * MiB * np.arange(240)
+    run = profile(steps(levels), events=[oom_event("cpu", t=30.0, requested=2**30)], exit_code=1)
+    diagnosis = diagnose(run)
+    window.findings.set_diagnosis(run, diagnosis, final=True)
+    panel = window.findings
+    for row, finding in enumerate(diagnosis.findings):
+        panel.list.setCurrentRow(row)
+        shown = panel.details.toPlainText()
+        assert finding.title in shown
+        for cuda in (".cuda(", "torch.cuda", '"cuda"'):
+            assert cuda not in shown, (finding.rule, cuda)
+    panel.list.setCurrentRow(0)
+    panel.details.anchorClicked.emit(QUrl("copy:0"))  # the snippet copied is the CPU one
+    assert "ru_maxrss" in QGuiApplication.clipboard().text()

@@ -140,3 +140,76 @@ def test_the_peak_channel_keeps_the_full_height_of_a_short_spike(tmp_path: Path)
     assert ram is not None
     # Whether or not a sample landed inside the spike, its height is in the peak channel.
     assert int(np.max(ram["rss_peak"])) - int(np.min(ram["rss"])) > 195 * MiB
+
+
+# Finding children cheaply, their role, their RSS between USS readings ----------------------
+
+
+def test_descendants_from_the_children_files_are_those_of_a_walk_of_proc() -> None:
+    code = (
+        "import subprocess, sys, threading, time\n"
+        "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+        "def start():\n"  # a child forked from another thread than the main one
+        "    global p\n"
+        "    p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
+        "t = threading.Thread(target=start); t.start(); t.join()\n"
+        "q = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
+        "print(p.pid, q.pid, flush=True); time.sleep(30)\n"
+    )
+    with subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) as top:
+        try:
+            assert top.stdout is not None
+            pids = [int(p) for p in top.stdout.readline().split()]
+            if not proctree.HAS_CHILDREN_FILES:
+                pytest.skip("this kernel has no /proc/PID/task/TID/children")
+            walked = proctree._descendants_proc_walk(os.getpid())
+            fast = proctree._descendants_children_files(os.getpid())
+            assert set(pids) <= set(fast)
+            assert fast == walked
+            assert proctree.descendants(os.getpid()) == fast
+        finally:
+            top.kill()
+            top.wait()
+            for pid in pids:
+                subprocess.run(["kill", "-9", str(pid)], check=False)
+
+
+def test_the_pid_counter_moves_when_a_process_starts() -> None:
+    counter = proctree.PidCounter()
+    try:
+        assert counter.changed()  # the first look
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        assert counter.changed()
+    finally:
+        counter.close()
+
+
+def test_the_resident_reader_follows_its_process_until_it_exits() -> None:
+    import time
+
+    code = "b = bytearray(50 * 1024 * 1024)\nfor i in range(0, len(b), 4096): b[i] = 1\nprint('ok', flush=True); input()\n"
+    with subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as proc:
+        assert proc.stdout is not None and proc.stdout.readline() == "ok\n"
+        reader = proctree.ResidentReader.open(proc.pid)
+        assert reader is not None
+        try:
+            rss = reader.read()
+            assert rss is not None and rss > 50 * MiB
+            proc.kill()
+            deadline = time.monotonic() + 5
+            while reader.read() is not None and time.monotonic() < deadline:
+                time.sleep(0.01)  # a zombie shows no memory: gone before it is reaped
+            assert reader.read() is None
+            proc.wait()
+            assert reader.read() is None
+        finally:
+            reader.close()
+    assert proctree.ResidentReader.open(2**22 + 12345) is None
+
+
+def test_a_childs_role_comes_from_the_name_torch_gives_its_dataloader_workers() -> None:
+    assert proctree.child_role("pt_data_worker") == proctree.ROLE_DATALOADER_WORKER
+    for name in ("python3", "python", "pt_main_thread", "pt_elastic", "pt_data_pin"):
+        assert proctree.child_role(name) == proctree.ROLE_OTHER

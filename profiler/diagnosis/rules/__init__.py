@@ -14,10 +14,13 @@ from profiler.diagnosis.rules import (
     no_mixed_precision,
     non_pytorch_gpu_memory,
     out_of_memory,
+    run_failed,
+    too_short_to_judge,
 )
 
 ALL_RULES = (
     out_of_memory,
+    run_failed,
     near_capacity,
     growth_per_iteration,
     inference_without_no_grad,
@@ -28,4 +31,5 @@ ALL_RULES = (
     dataloader_worker_growth,
     no_mixed_precision,
     non_pytorch_gpu_memory,
+    too_short_to_judge,
 )

@@ -1,4 +1,4 @@
-"""inference-without-no-grad: forwards that record a graph nobody uses (warning).
+"""inference-without-no-grad: forwards that record a graph nobody uses (warning, or info).
 
 A forward pass with grad mode on and an output that requires grad keeps every intermediate
 tensor the backward would need. Counted: such forwards that no backward went through, when
@@ -6,22 +6,41 @@ the model was in eval mode, or when the run had no backward at all (a pure infer
 A train-mode forward of a model whose forwards are never linked to a backward in a run that
 does have backwards is left out: that is a model whose loss comes from an output the hook did
 not see, not an inference.
+
+Counted once per batch (profiler.profile.series.forward_batches): a loop calling the model and
+then the loss module is one batch, not two forwards. The cost is measured from the samples:
+how far memory rose during one batch's forwards above the level before them, at its largest
+over the batches, less the same for forwards of the same modules under no_grad when the run
+has any. Measured on enough batches, on RAM and on every CUDA device sampled, and negligible
+(inference_negligible_bytes), the finding is info: the fix is still right, but memory is not
+what it costs.
+
+Evidence numbers: `batches`, `forwards` (outermost module calls), `eval_mode_forwards`,
+`eval_mode_batches` (batches with a forward in eval mode), `modules`, and, when measured,
+`cost_bytes`, `rise_bytes` (largest rise of a batch), `no_grad_rise_bytes` (or null),
+`measured_batches`, `cost_plot`, `device`.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
 from profiler import protocol
 from profiler.diagnosis.config import DiagnosisConfig
-from profiler.diagnosis.finding import Evidence, Finding
+from profiler.diagnosis.finding import Evidence, Finding, Severity
 from profiler.diagnosis.signals import (
     backward_count,
     forward_rows,
     linked_forward_ids,
+    rise_during,
+    sampled_series,
     step_at,
 )
 from profiler.profile.model import Profile
+from profiler.profile.series import forward_batches
+from profiler.units import format_bytes
 
 RULE_ID = "inference-without-no-grad"
 EXPLANATION = (
@@ -31,6 +50,64 @@ EXPLANATION = (
     "autograd. Under torch.no_grad() or torch.inference_mode() the same forward keeps "
     "nothing, using a fraction of the memory and running faster."
 )
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What the graph cost on one timeline: the largest rise of a batch, less no_grad's."""
+
+    plot: str
+    device: int | None
+    rise: float  # largest rise above the level before a batch's forwards
+    no_grad_rise: float | None  # the same for the same modules' forwards under no_grad
+    measured: int  # batches with samples around them
+
+    @property
+    def bytes(self) -> float:
+        return max(0.0, self.rise - (self.no_grad_rise or 0.0))
+
+
+def _batches(
+    t: np.ndarray, end: np.ndarray, module: np.ndarray, evaluating: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(start, end, any forward in eval mode) of each batch of forwards, in time order."""
+    order = np.argsort(t, kind="stable")
+    batch = forward_batches(module[order])
+    starts = np.flatnonzero(np.diff(batch, prepend=-1))
+    flags = np.zeros(len(t), dtype=bool) if evaluating is None else evaluating[order]
+    return (
+        t[order][starts],
+        np.maximum.reduceat(end[order], starts),
+        np.maximum.reduceat(flags, starts),
+    )
+
+
+def _cost(
+    profile: Profile,
+    batches: tuple[np.ndarray, np.ndarray, np.ndarray],
+    reference: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
+    config: DiagnosisConfig,
+) -> tuple[Cost | None, bool]:
+    """The largest cost over RAM and each GPU (None when no timeline measured enough batches),
+    and whether every timeline did."""
+    best: Cost | None = None
+    every = True
+    for plot, device, t, level, peak in sampled_series(profile):
+        rises = rise_during(t, level, peak, batches[0], batches[1])
+        measured = rises[~np.isnan(rises)]
+        if len(measured) < min(config.inference_cost_min_batches, len(rises)):
+            every = False
+            continue
+        no_grad = None
+        if reference is not None:
+            ref = rise_during(t, level, peak, reference[0], reference[1])
+            ref = ref[~np.isnan(ref)]
+            if len(ref) >= min(config.inference_cost_min_batches, len(reference[0])):
+                no_grad = float(ref.max())
+        cost = Cost(plot, device, float(measured.max()), no_grad, len(measured))
+        if best is None or cost.bytes > best.bytes:
+            best = cost
+    return best, every
 
 
 def check(profile: Profile, config: DiagnosisConfig) -> list[Finding]:
@@ -49,40 +126,91 @@ def check(profile: Profile, config: DiagnosisConfig) -> list[Finding]:
         seen_module = np.isin(rows["module"], modules_with_backward)
         candidate &= ~training | seen_module
     count = int(candidate.sum())
-    if count < config.inference_min_forwards:
+    if not count:
         return []
     t, end, module = rows["t"][candidate], rows["end"][candidate], rows["module"][candidate]
+    batches = _batches(t, end, module, ~training[candidate])
+    batch_count = len(batches[0])
+    if batch_count < config.inference_min_forwards:
+        return []
     names = sorted({profile.name(m) for m in np.unique(module)})
     eval_count = int((candidate & ~training).sum())
+    # A batch is in eval mode when its model was: a loss module is rarely switched to eval.
+    eval_batches = int(batches[2].sum())
     mode = (
         "in eval mode"
-        if eval_count == count
+        if eval_batches == batch_count
         else "in train mode"
-        if eval_count == 0
-        else f"({eval_count} in eval mode)"
+        if eval_batches == 0
+        else f"({eval_batches} of them in eval mode)"
+    )
+    counted = (
+        f"{count} forward passes"
+        if batch_count == count
+        else f"{batch_count} batches ({count} forward passes)"
     )
     text = (
-        f"{count} forward passes of {', '.join(names)} {mode} with gradient tracking on, "
+        f"{counted} of {', '.join(names)} {mode} with gradient tracking on, "
         "none followed by a backward pass"
     )
-    first_step, last_step = step_at(profile, float(t[0])), step_at(profile, float(end[-1]))
+    same_modules_no_grad = ~grad & outermost & np.isin(rows["module"], module)
+    reference = None
+    if same_modules_no_grad.any():
+        reference = _batches(
+            rows["t"][same_modules_no_grad],
+            rows["end"][same_modules_no_grad],
+            rows["module"][same_modules_no_grad],
+        )
+    cost, measured_everywhere = _cost(profile, batches, reference, config)
+    severity: Severity = "warning"
+    title = "Inference runs with autograd on: wrap it in torch.no_grad()"
+    numbers: dict[str, float | int | str | None] = {
+        "batches": batch_count,
+        "forwards": count,
+        "eval_mode_forwards": eval_count,
+        "eval_mode_batches": eval_batches,
+        "modules": ", ".join(names),
+    }
+    if cost is not None:
+        where = "RAM" if cost.plot == "ram" else f"GPU memory (cuda:{cost.device})"
+        text += f"; {where} rose by up to {format_bytes(cost.rise)} during one batch's forwards"
+        if cost.no_grad_rise is None:
+            text += " (their activations and the graph kept for a backward)"
+        else:
+            text += (
+                f", {format_bytes(cost.no_grad_rise)} for the same modules under no_grad: the "
+                f"graph costs about {format_bytes(cost.bytes)} per batch"
+            )
+        if cost.bytes < config.inference_negligible_bytes and measured_everywhere:
+            severity = "info"
+            title = "Inference runs with autograd on, at little memory cost: torch.no_grad()"
+            text += ", too little to matter here"
+        numbers.update(
+            {
+                "cost_bytes": round(cost.bytes),
+                "rise_bytes": round(cost.rise),
+                "no_grad_rise_bytes": None
+                if cost.no_grad_rise is None
+                else round(cost.no_grad_rise),
+                "measured_batches": cost.measured,
+                "cost_plot": cost.plot,
+                "device": cost.device,
+            }
+        )
+    first_step, last_step = step_at(profile, float(t.min())), step_at(profile, float(end.max()))
     return [
         Finding(
             RULE_ID,
-            "warning",
-            "Inference runs with autograd on: wrap it in torch.no_grad()",
+            severity,
+            title,
             EXPLANATION,
             Evidence(
                 text,
-                float(t[0]),
-                float(end[-1]),
-                None,
+                float(t.min()),
+                float(end.max()),
+                None if cost is None else "gpu" if cost.plot == "gpu" else "ram",
                 (first_step, last_step) if first_step is not None and last_step else None,
-                {
-                    "forwards": count,
-                    "eval_mode_forwards": eval_count,
-                    "modules": ", ".join(names),
-                },
+                numbers,
             ),
             ("no-grad-inference",),
         )

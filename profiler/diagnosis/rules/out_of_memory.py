@@ -14,7 +14,7 @@ import numpy as np
 
 from profiler.diagnosis.config import DiagnosisConfig
 from profiler.diagnosis.finding import Evidence, Finding
-from profiler.diagnosis.signals import final_exception, ram_capacity, step_at
+from profiler.diagnosis.signals import device_total, final_exception, ram_capacity, step_at
 from profiler.profile.model import Profile
 from profiler.profile.series import process_tree
 from profiler.units import format_bytes
@@ -109,7 +109,7 @@ def _from_exception(
         )
         unallocated = numbers.get("reserved_unallocated")
         if isinstance(unallocated, int) and unallocated >= config.oom_fragmented_min_bytes:
-            fixes = ("allocator-config", *[f for f in fixes if f != "allocator-config"])
+            fixes = _first(("allocator-config",), fixes)
         plot = "gpu"
     else:
         title = "The run ran out of RAM" + (f" {where}" if where else "")
@@ -122,6 +122,16 @@ def _from_exception(
         )
         fixes = ("smaller-batch", "del-and-scope", "dataloader-worker-memory")
         plot = "ram"
+    single = _single_request(profile, kind, data, numbers)
+    if single is not None and single[0] >= config.oom_single_request_share:
+        # One allocation that large is one input too large (a sequence, an image), not a
+        # batch of ordinary ones: shrinking the input and checkpointing come first.
+        share, label = single
+        text += f"; that one request is {share:.0%} of {label}"
+        if data.get("iteration") == 0:
+            text += ", on the first iteration"
+        facts["request_share"] = round(share, 4)
+        fixes = _first(("shorter-inputs", "activation-checkpointing"), fixes)
     steps = profile.steps
     start = t
     iterations = None
@@ -137,6 +147,33 @@ def _from_exception(
         evidence=Evidence(text, start, t, plot, iterations, facts),  # type: ignore[arg-type]
         fixes=fixes,
     )
+
+
+def _first(ids: tuple[str, ...], fixes: tuple[str, ...]) -> tuple[str, ...]:
+    return (*ids, *[f for f in fixes if f not in ids])
+
+
+def _single_request(
+    profile: Profile, kind: object, data: dict[str, Any], numbers: dict[str, Any]
+) -> tuple[float, str] | None:
+    """(the failed request's share of the memory it failed on, that memory in words), when
+    the request is known and was made outside the optimizer step (whose state tensors are
+    the parameters' size, whatever the input)."""
+    requested = numbers.get("requested")
+    if not isinstance(requested, int) or requested <= 0 or data.get("phase") == "optimizer":
+        return None
+    if kind == "gpu":
+        total = numbers.get("total")
+        device = numbers.get("device")
+        if not isinstance(total, int) or total <= 0:
+            total = device_total(profile, device if isinstance(device, int) else 0)
+        if total is None:
+            return None
+        return requested / total, f"the device's {format_bytes(total)}"
+    capacity = ram_capacity(profile)
+    if capacity is None:
+        return None
+    return requested / capacity.bytes, f"{capacity.label} ({format_bytes(capacity.bytes)})"
 
 
 def _gpu_text(numbers: dict[str, Any]) -> str:
