@@ -4,7 +4,7 @@ clean ones get no warning, and each planted leak gets exactly its finding.
 The scripts in scripts/ use transformers' Trainer and generate(), Lightning's Trainer with
 DataLoader workers, LBFGS with a closure, hand-written SGD, an inference loop, torch.compile,
 gradient checkpointing with bf16 autocast, DDP with gloo under torchrun on 2 ranks, and spawn
-DataLoader workers. They need the `clients` extra:
+DataLoader workers; an evaluation loop summing loss tensors. They need the `clients` extra:
 `pip install -c constraints.txt -e ".[test,clients]"`; without it they are skipped.
 """
 
@@ -58,6 +58,8 @@ CASES = [
     case("hand_sgd.py", "--leak", warnings=GROWTH),
     case("inference_loop.py"),
     case("inference_loop.py", "--leak", warnings=GROWTH),
+    # Evaluation summing loss tensors without no_grad: the graph of every batch stays alive.
+    case("eval_loss_sum.py", warnings=GROWTH),
     case("compiled.py"),
     case("checkpointing_bf16.py"),
     case("-m", "torch.distributed.run", "--nproc_per_node", "2", "ddp_gloo.py"),

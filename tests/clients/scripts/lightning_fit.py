@@ -1,6 +1,6 @@
 """Lightning's Trainer with DataLoader workers (its optimizer steps use a closure).
 
-`--leak`: training_step keeps every loss tensor (and its graph) in a list.
+`--leak`: training_step keeps every step's output in a list.
 """
 
 import sys
@@ -25,7 +25,7 @@ class Model(L.LightningModule):
         out = self.net(x)
         loss = (out - x).pow(2).mean()
         if LEAK:
-            self.kept.append(out)  # the planted leak: the output and its graph stay alive
+            self.kept.append(out)  # the planted leak: every step's output stays alive
         return loss
 
     def configure_optimizers(self):
