@@ -96,12 +96,7 @@ class Fix:
             self,
             variant=name,
             docs=self.docs if variant.docs is None else variant.docs,
-            title=text["title"],
-            summary=text["summary"],
-            why=text["why"],
-            before=text["before"],
-            after=text["after"],
-            tradeoff=text["tradeoff"],
+            **{field: text[field] for field in VARIANT_FIELDS},
         )
 
     def to_json(self) -> dict[str, object]:
