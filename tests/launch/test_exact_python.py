@@ -247,7 +247,14 @@ def test_output_written_directly_is_marked_as_not_recorded(tmp_path: Path) -> No
 TERMINAL_PROBE = r"""
 import json, os, signal, sys
 resized = []
-signal.signal(signal.SIGWINCH, lambda *a: resized.append(list(os.get_terminal_size(1))))
+
+
+def on_resize(*_args):
+    resized.append(list(os.get_terminal_size(1)))
+    print("resized to", resized[-1], flush=True)
+
+
+signal.signal(signal.SIGWINCH, on_resize)
 print(json.dumps({
     "isatty": [os.isatty(fd) for fd in (0, 1, 2)],
     "same_terminal": len({os.ttyname(fd) for fd in (0, 1, 2)}),
@@ -284,6 +291,7 @@ def test_in_a_terminal_the_script_gets_one_terminal_that_follows_the_window_and_
         # The window changes: the script's terminal follows, and the script hears of it.
         _set_size(session.master, 40, 120)
         os.kill(session.process.pid, signal.SIGWINCH)
+        session.wait_for_output(b"resized to [120, 40]")
         session.send(b"hello\r")
         session.wait_for_output(b"to stderr")
         assert session.wait() == 0
