@@ -12,6 +12,7 @@ import contextlib
 import errno
 import os
 import select
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -137,3 +138,49 @@ def _write_all(fd: int, data: bytes) -> None:
         except OSError:
             return  # our own stdout went away (closed pipe): keep recording regardless
         view = view[written:]
+
+
+class FileTail:
+    """What the target appends to a regular file it was given as stdout or stderr.
+
+    The target writes to the file itself (memsight only inherits the fd to it), so its output
+    keeps python's exact semantics; once the run is over memsight reads back the part written
+    during the run, through a descriptor of its own (its own offset: the target's is never
+    moved). The output's times are lost: it is recorded at the end of the run.
+    """
+
+    def __init__(self, fd: int, stream: int) -> None:
+        self.stream = stream
+        self.start = os.fstat(fd).st_size
+        self.read_fd = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
+
+    def collect(self, emit: Callable[[bytes], None], limit: int = RECORD_LIMIT) -> int:
+        """Emit what was appended since the start (at most `limit` bytes); the bytes emitted."""
+        try:
+            end = os.fstat(self.read_fd).st_size
+            data = os.pread(self.read_fd, max(0, min(end - self.start, limit)), self.start)
+        except OSError:
+            return 0
+        finally:
+            with contextlib.suppress(OSError):
+                os.close(self.read_fd)
+        if data:
+            emit(protocol.output_frame(self.stream, time.monotonic_ns(), data, compress=True))
+        return len(data)
+
+
+def regular_file_tails(fds: dict[int, int]) -> list[FileTail]:
+    """A FileTail for each of `fds` (fd -> stream) that is a regular file; one per file."""
+    tails: list[FileTail] = []
+    seen: set[tuple[int, int]] = set()
+    for fd, stream in fds.items():
+        try:
+            info = os.fstat(fd)
+        except OSError:
+            continue
+        if not stat.S_ISREG(info.st_mode) or (info.st_dev, info.st_ino) in seen:
+            continue  # `> log 2>&1`: one file, read once
+        seen.add((info.st_dev, info.st_ino))
+        with contextlib.suppress(OSError):
+            tails.append(FileTail(fd, stream))
+    return tails

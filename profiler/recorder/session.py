@@ -14,6 +14,7 @@ import platform
 import secrets
 import signal
 import socket
+import stat
 import subprocess
 import threading
 import time
@@ -32,7 +33,7 @@ from profiler.protocol import CHILD_TABLE, NVML_TABLE, RAM_TABLE, TableSchema
 from profiler.recorder import nvml as nvml_mod
 from profiler.recorder import proctree
 from profiler.recorder.blocks import TableBuffer
-from profiler.recorder.output import OutputPump, StreamChannel
+from profiler.recorder.output import FileTail, OutputPump, StreamChannel, regular_file_tails
 from profiler.recorder.sampler import HostSampler, TreeWatcher
 from profiler.recorder.server import AgentServer
 from profiler.recorder.terminal import Terminal, terminal_fds
@@ -49,8 +50,8 @@ class Recording:
 
     stdio: "terminal" (the command line) gives the target memsight's own stdin, stdout and
     stderr: a file or pipe is inherited as it is, so the target writes to it directly with
-    exactly python's semantics (that output is not recorded; an `output_not_recorded` event
-    says so), and the fds that are a terminal are replaced by one pseudo-terminal whose
+    exactly python's semantics (what it appends to a regular file is read back at the end,
+    without times; pipe output is not recorded, and an `output_not_recorded` event says so), and the fds that are a terminal are replaced by one pseudo-terminal whose
     output is copied to the real terminal and recorded (recorder/terminal.py).
     "capture" (the app) records stdout and stderr through pipes; stdin is empty.
     new_session puts the target in its own session and process group (the GUI), so Stop
@@ -71,6 +72,7 @@ class Recording:
         self.stdio = stdio
         self.new_session = new_session
         self.terminal: Terminal | None = None
+        self._file_tails: list[FileTail] = []
         self.on_interrupt_key: Callable[[], None] | None = None  # the user typed Ctrl+C
         self.live = live
         self.writer: ProfileWriter | None = None
@@ -246,9 +248,11 @@ class Recording:
             )
         ttys = terminal_fds()
         if 1 not in ttys and 2 not in ttys:
-            # Files and pipes (a terminal on stdin alone too) are the target's, as they are.
+            # Files and pipes (a terminal on stdin alone too) are the target's, as they are;
+            # what it appends to a regular file is read back at the end.
+            self._file_tails = regular_file_tails({1: protocol.STDOUT, 2: protocol.STDERR})
             return _Streams(
-                stdin=None, child_fds=[None, None], pumped=[], unrecorded=["stdout", "stderr"]
+                stdin=None, child_fds=[None, None], pumped=[], unrecorded=self._unrecorded()
             )
         self.terminal = terminal = Terminal(ttys)
         stream = protocol.STDOUT if 1 in ttys else protocol.STDERR
@@ -259,6 +263,18 @@ class Recording:
             pumped=[(channel, stream, terminal.real_fd)],
             unrecorded=[name for fd, name in ((1, "stdout"), (2, "stderr")) if fd not in ttys],
         )
+
+    def _unrecorded(self) -> list[str]:
+        """The streams that are pipes (or gone): written by the target, never seen by us."""
+        names = []
+        for fd, name in ((1, "stdout"), (2, "stderr")):
+            try:
+                regular = stat.S_ISREG(os.fstat(fd).st_mode)
+            except OSError:
+                regular = False
+            if not regular:
+                names.append(name)
+        return names
 
     def _interrupt_key(self) -> None:
         if self.on_interrupt_key is not None:
@@ -377,6 +393,8 @@ class Recording:
             pump.join()
         if self.terminal is not None:
             self.terminal.close()
+        for tail in self._file_tails:
+            tail.collect(self.emit)
         self.sampler.join(timeout=2.0)
         self.tree.join(timeout=2.0)
         if self._nvml is not None:

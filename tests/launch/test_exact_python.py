@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from profiler.profile.storage import load_profile
 from tests.processes import PtyProcess
 from tests.support import MEMSIGHT, PYTHON, child_env, run_memsight, run_plain, write_script
 
@@ -220,9 +221,16 @@ def _shell(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_output_redirected_to_one_file_interleaves_exactly_as_under_python(tmp_path: Path) -> None:
     write_script(tmp_path, "talk.py", TALK)
     memsight = " ".join(MEMSIGHT)
-    _shell(f"{memsight} run -q --out run.memsight talk.py > traced.txt 2>&1", tmp_path)
+    (tmp_path / "traced.txt").write_text("before the run\n")
+    _shell(f"{memsight} run -q --out run.memsight talk.py >> traced.txt 2>&1", tmp_path)
     _shell(f"{PYTHON} talk.py > plain.txt 2>&1", tmp_path)
-    assert (tmp_path / "traced.txt").read_text() == (tmp_path / "plain.txt").read_text()
+    written = (tmp_path / "traced.txt").read_text()
+    assert written == "before the run\n" + (tmp_path / "plain.txt").read_text()
+    # A regular file can be read back once the run is over: the output is recorded after all
+    # (what the file held before the run is not), without a note saying it is missing.
+    profile = load_profile(tmp_path / "run.memsight")
+    assert profile.output_text() == (tmp_path / "plain.txt").read_text()
+    assert list(profile.events_of("output_not_recorded")) == []
 
 
 def test_a_closed_pipe_stops_the_script_as_it_stops_under_python(tmp_path: Path) -> None:
