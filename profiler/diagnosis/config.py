@@ -68,7 +68,6 @@ class DiagnosisConfig:
 
     # dataloader-worker-growth: per worker, over its life after the first seconds
     worker_growth_min_bytes: int = 64 * MiB
-    worker_growth_min_r2: float = 0.7
     worker_warmup_s: float = 0.5
     worker_min_samples: int = 4
 

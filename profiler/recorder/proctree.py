@@ -37,14 +37,13 @@ class ChildMemory:
 
 
 # What a child process is, as recorded in `child_started` / `child_role` events.
-ROLE_DATALOADER_WORKER = protocol.CHILD_ROLE_DATALOADER_WORKER
-ROLE_OTHER = protocol.CHILD_ROLE_OTHER
-DATALOADER_WORKER_NAME = protocol.DATALOADER_WORKER_NAME
 
 
 def child_role(name: str) -> str:
     """The role of a child process from its name (/proc/PID/comm)."""
-    return ROLE_DATALOADER_WORKER if name == DATALOADER_WORKER_NAME else ROLE_OTHER
+    if name == protocol.DATALOADER_WORKER_NAME:
+        return protocol.CHILD_ROLE_DATALOADER_WORKER
+    return protocol.CHILD_ROLE_OTHER
 
 
 @dataclass(frozen=True)

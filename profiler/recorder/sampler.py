@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from profiler import protocol
 from profiler.recorder import proctree
 from profiler.recorder.blocks import TableBuffer
 
@@ -254,7 +255,7 @@ class TreeWatcher(threading.Thread):
         """Re-read the names of young children not yet known as DataLoader workers."""
         for pid, child in list(self._children.items()):
             if (
-                child.role == proctree.ROLE_OTHER
+                child.role == protocol.CHILD_ROLE_OTHER
                 and now - child.found < self.name_watch_s
                 and self._check_identity(pid, child)
             ):
@@ -271,7 +272,7 @@ class TreeWatcher(threading.Thread):
             return False
         child.ident = ident
         self.known[pid] = ident
-        changed = role != child.role and child.role != proctree.ROLE_DATALOADER_WORKER
+        changed = role != child.role and child.role != protocol.CHILD_ROLE_DATALOADER_WORKER
         if changed:  # a DataLoader worker stays one, whatever it calls itself later
             child.role = role
             self.emit_event(

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from profiler import protocol
 from profiler.recorder import proctree
 from tests.support import run_memsight, write_script
 
@@ -210,6 +211,6 @@ def test_the_resident_reader_follows_its_process_until_it_exits() -> None:
 
 
 def test_a_childs_role_comes_from_the_name_torch_gives_its_dataloader_workers() -> None:
-    assert proctree.child_role("pt_data_worker") == proctree.ROLE_DATALOADER_WORKER
+    assert proctree.child_role("pt_data_worker") == protocol.CHILD_ROLE_DATALOADER_WORKER
     for name in ("python3", "python", "pt_main_thread", "pt_elastic", "pt_data_pin"):
-        assert proctree.child_role(name) == proctree.ROLE_OTHER
+        assert proctree.child_role(name) == protocol.CHILD_ROLE_OTHER

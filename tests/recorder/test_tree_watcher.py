@@ -121,7 +121,7 @@ def test_short_lived_workers_are_all_found_measured_and_counted_in_the_total() -
     for pid in pids:
         assert len(w.rows.of(pid)), f"child {pid} never measured"
         role = roles.get(pid, started[pid]["role"])
-        assert role == proctree.ROLE_DATALOADER_WORKER
+        assert role == protocol.CHILD_ROLE_DATALOADER_WORKER
     exits = {data["pid"] for data in w.of_type("child_exited")}
     assert set(pids) <= exits
     # Their 40 MiB each count in the total while they live: both at once in most bursts.
@@ -191,10 +191,10 @@ def test_a_child_that_names_itself_a_dataloader_worker_gets_that_role() -> None:
     with watching(RENAMES) as w:
         w.target.wait()
     started = w.of_type("child_started")
-    assert len(started) == 2 and all(data["role"] == proctree.ROLE_OTHER for data in started)
+    assert len(started) == 2 and all(data["role"] == protocol.CHILD_ROLE_OTHER for data in started)
     [changed] = w.of_type("child_role")  # once, and never back
-    assert changed["role"] == proctree.ROLE_DATALOADER_WORKER
-    assert changed["name"] == proctree.DATALOADER_WORKER_NAME
+    assert changed["role"] == protocol.CHILD_ROLE_DATALOADER_WORKER
+    assert changed["name"] == protocol.DATALOADER_WORKER_NAME
     worker = changed["pid"]
     assert worker in {data["pid"] for data in started}
     assert len(w.rows.of(worker)) >= 2  # read when found, and again as it took the role

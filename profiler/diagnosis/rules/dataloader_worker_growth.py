@@ -37,10 +37,6 @@ EXPLANATION = (
     "times. Storing it as a few large arrays (numpy, Arrow, tensors) keeps the pages shared."
 )
 
-# Roles and the workers' process name, as the recorder writes them (one definition, protocol.py).
-ROLE_DATALOADER_WORKER = protocol.CHILD_ROLE_DATALOADER_WORKER
-ROLE_OTHER = protocol.CHILD_ROLE_OTHER
-DATALOADER_WORKER_NAME = protocol.DATALOADER_WORKER_NAME
 # torch names its worker processes from this version on; before it, workers keep the name of
 # the interpreter and only the timing of DataLoader epochs tells them apart.
 NAMED_WORKERS_SINCE = (2, 5)
@@ -96,7 +92,7 @@ def child_lives(profile: Profile) -> list[ChildLife]:
                 name if isinstance(name, str) else "",
                 role if isinstance(role, str) else None,
             )
-            if role == ROLE_DATALOADER_WORKER:
+            if role == protocol.CHILD_ROLE_DATALOADER_WORKER:
                 life.worker_since = event.t
             lives.append(life)
             running[pid] = life
@@ -104,12 +100,15 @@ def child_lives(profile: Profile) -> list[ChildLife]:
             named = running.get(pid)
             if named is None:
                 continue
-            named.recorded_role = named.recorded_role or ROLE_OTHER
+            named.recorded_role = named.recorded_role or protocol.CHILD_ROLE_OTHER
             name = event.get("name")
             if isinstance(name, str):
                 named.name = name
-            if event.get("role") == ROLE_DATALOADER_WORKER and named.worker_since is None:
-                named.recorded_role = ROLE_DATALOADER_WORKER
+            if (
+                event.get("role") == protocol.CHILD_ROLE_DATALOADER_WORKER
+                and named.worker_since is None
+            ):
+                named.recorded_role = protocol.CHILD_ROLE_DATALOADER_WORKER
                 named.worker_since = event.t
         else:
             gone = running.pop(pid, None)
@@ -155,7 +154,7 @@ def dataloader_workers(profile: Profile, config: DiagnosisConfig) -> list[tuple[
             continue  # the recorder saw it and it never became a DataLoader worker
         unknown = life.recorded_role is None and not life.name
         during_epoch = any(0.0 <= life.start - t <= config.worker_epoch_window_s for t in epochs)
-        if unknown or life.name == DATALOADER_WORKER_NAME or during_epoch:
+        if unknown or life.name == protocol.DATALOADER_WORKER_NAME or during_epoch:
             out.append((life, life.start + config.worker_warmup_s))
     return out
 
