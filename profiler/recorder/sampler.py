@@ -68,10 +68,12 @@ class TreeWatcher(threading.Thread):
     """Tracks the target's descendants, their memory and their role.
 
     Finding children: every `poll_s` it reads the last allocated pid (proctree.PidCounter,
-    ~1.5 us) and rescans the tree when it moved, so a child is found within about `poll_s` of
-    its start (the DataLoader workers of a 0.2 s evaluation included); a rescan runs every
-    `scan_s` in any case. Rescans cost about 10 us per thread of the tree and are paced to
-    `scan_budget` of one core.
+    ~1.5 us) and checks each pid allocated since (~10 us each) for a parent in the tree, so a
+    child is found within about `poll_s` of its start however short its life (a DataLoader
+    worker of a small evaluation may live 30 ms) and however busy the tree. The whole tree is
+    rescanned every `scan_s`, and when the new pids cannot be told (the counter wrapped, or
+    hundreds were allocated at once); rescans cost about 10 us per thread of the tree and are
+    paced to `scan_budget` of one core.
 
     Their memory: each child's USS is read from its page tables (smaps_rollup) every
     `refresh_s`, every `young_refresh_s` during its first `young_s`, earliest due first, as
@@ -155,12 +157,19 @@ class TreeWatcher(threading.Thread):
         scan_allowed = 0.0  # pacing of rescans
         next_names = 0.0
         next_poll = 0.0
-        spawned = False  # a pid was allocated since the last rescan
+        rescan = False  # pids were allocated that could not be checked one by one
+        unseen: list[int] = []  # new pids not in /proc yet at the last look
         while not self._halt.is_set():
             now = time.monotonic()
-            spawned = counter.changed() or spawned
-            if (spawned or now >= next_scan) and now >= scan_allowed:
-                spawned = False
+            new = counter.advance()
+            if new is None:
+                rescan = True
+            elif new or unseen:
+                cpu = time.thread_time()
+                unseen = self.discover([*unseen, *new], retry=new)
+                self.scan_cpu_s += time.thread_time() - cpu
+            if (rescan or now >= next_scan) and now >= scan_allowed:
+                rescan = False
                 cpu = time.thread_time()
                 self.scan()
                 cost = time.thread_time() - cpu
@@ -192,7 +201,7 @@ class TreeWatcher(threading.Thread):
                 self._track_resident()
                 next_poll = now + self.poll_s
             wake = next_poll
-            if spawned:
+            if rescan:
                 wake = min(wake, scan_allowed)
             if self._children:
                 due = min(child.due for child in self._children.values())
@@ -207,33 +216,45 @@ class TreeWatcher(threading.Thread):
         """Rescan the tree; report children that appeared or went away."""
         current = proctree.descendants(self.pid)
         t = time.monotonic_ns()
-        now = time.monotonic()
         for pid, ident in current.items():
-            old = self.known.get(pid)
-            if old is not None and old.start == ident.start:
-                continue
-            if old is not None:
-                self._gone(pid, t)
-            resident = proctree.ResidentReader.open(pid)
-            role = proctree.child_role(ident.name)
-            child = _Child(ident, now, role, due=now, resident=resident)
-            child.base_rss = (resident.read() or 0) if resident is not None else 0
-            self.known[pid] = ident
-            self.ever_seen[pid] = ident
-            self._children[pid] = child
-            self.emit_event(
-                "child_started",
-                t=t,
-                pid=pid,
-                ppid=ident.ppid,
-                name=ident.name,
-                cmdline=proctree.cmdline(pid)[:64],
-                role=role,
-            )
+            self._found(pid, ident, t)
         for pid in [p for p in self.known if p not in current]:
             self._gone(pid, t)
         self.scans += 1
         return current
+
+    def discover(self, pids: list[int], retry: range | list[int] = range(0)) -> list[int]:
+        """Check just-allocated pids for new children; returns those of `retry` that had no
+        /proc entry yet, to be checked once more on the next poll."""
+        found, unseen = proctree.new_descendants(pids, {self.pid, *self.known})
+        t = time.monotonic_ns()
+        for pid, ident in found.items():
+            self._found(pid, ident, t)
+        return [pid for pid in unseen if pid in retry]
+
+    def _found(self, pid: int, ident: proctree.ProcessIdentity, t: int) -> None:
+        """Start tracking a child (nothing if it is already tracked)."""
+        old = self.known.get(pid)
+        if old is not None and old.start == ident.start:
+            return
+        if old is not None:
+            self._gone(pid, t)  # its pid was reused
+        resident = proctree.ResidentReader.open(pid)
+        role = proctree.child_role(ident.name)
+        child = _Child(ident, time.monotonic(), role, due=time.monotonic(), resident=resident)
+        child.base_rss = (resident.read() or 0) if resident is not None else 0
+        self.known[pid] = ident
+        self.ever_seen[pid] = ident
+        self._children[pid] = child
+        self.emit_event(
+            "child_started",
+            t=t,
+            pid=pid,
+            ppid=ident.ppid,
+            name=ident.name,
+            cmdline=proctree.cmdline(pid)[:64],
+            role=role,
+        )
 
     def _track_resident(self) -> None:
         """Each child's RSS now: what it allocated since its USS was read counts at once."""

@@ -175,14 +175,73 @@ def test_descendants_from_the_children_files_are_those_of_a_walk_of_proc() -> No
                 subprocess.run(["kill", "-9", str(pid)], check=False)
 
 
-def test_the_pid_counter_moves_when_a_process_starts() -> None:
+def test_the_pid_counter_hands_over_the_pids_allocated_since_the_last_look() -> None:
     counter = proctree.PidCounter()
     try:
-        assert counter.changed()  # the first look
-        subprocess.run([sys.executable, "-c", "pass"], check=True)
-        assert counter.changed()
+        assert counter.advance() is None  # the first look: nothing to compare with
+        done = subprocess.run(
+            [sys.executable, "-c", "import os; print(os.getpid())"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        new = counter.advance()
+        assert new is not None and int(done.stdout) in new
+        following = counter.advance()  # the next look goes on where this one stopped
+        assert following is None or following.start == new.stop
     finally:
         counter.close()
+
+
+CHILD_WITH_THREAD_AND_GRANDCHILD = """
+import os, subprocess, sys, threading, time
+stop = threading.Event()
+thread = threading.Thread(target=stop.wait)
+thread.start()
+grandchild = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                              stdin=subprocess.PIPE)
+print(threading.get_native_id(), thread.native_id, grandchild.pid, flush=True)
+sys.stdin.readline()
+stop.set()
+grandchild.stdin.close()
+grandchild.wait()
+"""
+
+
+@pytest.mark.skipif(not proctree.IS_LINUX, reason="reads /proc")
+def test_new_pids_are_checked_for_descendants_threads_left_out() -> None:
+    counter = proctree.PidCounter()
+    counter.advance()
+    with subprocess.Popen(
+        [sys.executable, "-c", CHILD_WITH_THREAD_AND_GRANDCHILD],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as child:
+        try:
+            assert child.stdin is not None and child.stdout is not None
+            main_tid, thread_tid, grandchild = map(int, child.stdout.readline().split())
+            new = counter.advance()
+            assert new is not None and {child.pid, thread_tid, grandchild} <= set(new)
+            found, _ = proctree.new_descendants(new, {os.getpid()})
+            # The child, and its own child in the same pass; not the child's thread, whose
+            # /proc/TID/stat names the same parent as the child itself.
+            assert set(found) >= {child.pid, grandchild} and thread_tid not in found
+            assert found[grandchild].ppid == child.pid == main_tid
+            assert found == {p: i for p, i in proctree.descendants(os.getpid()).items() if p in new}
+            # A pid with no /proc entry (not yet visible, or already gone) is handed back.
+            gone = subprocess.run(
+                [sys.executable, "-c", "import os; print(os.getpid())"],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            _, unseen = proctree.new_descendants([int(gone.stdout)], {os.getpid()})
+            assert unseen == [int(gone.stdout)]
+        finally:
+            child.stdin.close()
+            child.wait()
+            counter.close()
 
 
 def test_the_resident_reader_follows_its_process_until_it_exits() -> None:
