@@ -369,8 +369,15 @@ SPAN_TABLE = TableSchema(
     ],
 )
 
+# Table written by the agent from the C library's malloc statistics (agent/heap.py).
+HEAP_TABLE = TableSchema(
+    AGENT_TABLE_BASE + 3,
+    "heap",
+    [("t", "q"), ("in_use", "Q"), ("free", "Q")],
+)
+
 CLEARED_NONE, CLEARED_ZERO_GRAD, CLEARED_GRAD_REPLACED, CLEARED_FIRST_STEP = 0, 1, 2, 3
 CLEARED_NAMES = {0: None, 1: "zero_grad", 2: "grad_replaced", 3: "first_step"}
 SPAN_FORWARD, SPAN_BACKWARD, SPAN_LINK = 0, 1, 2  # a link row: this backward covered forward `id`
 FLAG_TRAINING, FLAG_GRAD, FLAG_REQUIRES_GRAD, FLAG_AUTOCAST_CUDA, FLAG_AUTOCAST_CPU = 1, 2, 4, 8, 16
-AGENT_TABLES = (GPU_TABLE, STEP_TABLE, SPAN_TABLE)
+AGENT_TABLES = (GPU_TABLE, STEP_TABLE, SPAN_TABLE, HEAP_TABLE)

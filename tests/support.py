@@ -201,12 +201,12 @@ def check_example(example: Example, tmp_path: Path) -> None:
     assert not diagnosis.failed
     found = {f.rule for f in diagnosis.findings}
     details = "\n".join(f"{f.rule}: {f.evidence.text}" for f in diagnosis.findings)
-    assert found == example.expect, details
-    if not example.expect:
+    assert example.expect <= found <= example.expect | example.may, details
+    if not found:
         return
     report = run_cli("report", "--json", str(result.profile_path), cwd=tmp_path)
     assert report.returncode == 0, report.stderr
     reported = json.loads(report.stdout)["findings"]
-    assert {f["rule"] for f in reported} == example.expect
+    assert {f["rule"] for f in reported} == found
     for finding in reported:
         assert finding["evidence"]["text"] and finding["fixes"], finding

@@ -18,8 +18,13 @@ CPU_EXAMPLES = examples()
 
 
 def test_every_rule_has_an_example() -> None:
-    covered = {rule for e in CPU_EXAMPLES + examples(gpu=True) for rule in e.expect}
+    covered = {rule for e in CPU_EXAMPLES + examples(gpu=True) for rule in e.expect | e.may}
     assert covered == set(RULE_IDS)
+    # Only allocator-retention, whose climb depends on how glibc places memory in each run,
+    # is a finding an example may or may not give; every other rule's example must give it.
+    assert {rule for e in CPU_EXAMPLES + examples(gpu=True) for rule in e.may} == {
+        "allocator-retention"
+    }
     assert any(not e.expect for e in CPU_EXAMPLES), "at least one clean control"
 
 

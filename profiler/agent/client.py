@@ -1,7 +1,8 @@
 """The agent's connection to the recorder and its background thread.
 
 One daemon thread samples torch.cuda's allocator statistics (once the script has initialised
-CUDA) and sends queued events and sample rows every FLUSH_S seconds. The script's own threads
+CUDA) and the C heap's (once torch is imported; agent/heap.py), and sends queued events and
+sample rows every FLUSH_S seconds. The script's own threads
 only append to the queue under a lock; they never touch the socket.
 """
 
@@ -17,7 +18,7 @@ from collections import OrderedDict
 from typing import Any, Dict, Optional, Tuple
 
 from .. import protocol
-from ..protocol import AGENT_TABLES, GPU_TABLE, encode_json_frame
+from ..protocol import AGENT_TABLES, GPU_TABLE, HEAP_TABLE, encode_json_frame
 from . import oom
 from .outbox import Outbox
 from .tracebacks import format_traceback
@@ -62,6 +63,7 @@ class Agent(Outbox):
         self._stop = threading.Event()
         self._torch: Any = None
         self._cuda: Any = None  # CudaSampler once the script initialised CUDA
+        self._heap: Any = None  # heap.HeapReader once torch is imported, where there is one
         self._sock = socket.create_connection((host, port), timeout=10)
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         hello = {
@@ -226,7 +228,10 @@ class Agent(Outbox):
                 next_flush = now + FLUSH_S
                 if not self._send_pending():
                     return
-            self._stop.wait(self.interval_s if self._cuda is not None else IDLE_POLL_S)
+            wait = self.interval_s if self._cuda is not None else IDLE_POLL_S
+            if self._heap is not None:
+                wait = min(wait, max(0.0, self._heap.next_at - time.monotonic()))
+            self._stop.wait(wait)
 
     def _sample_once(self) -> None:
         try:
@@ -238,6 +243,10 @@ class Agent(Outbox):
                 rows = self._cuda.sample(time.monotonic_ns())
                 with self._lock:
                     self._rows[GPU_TABLE.id] += rows
+            if self._heap is not None and self._heap.due(time.monotonic()):
+                row = HEAP_TABLE.row.pack(*self._heap.row())
+                with self._lock:
+                    self._rows[HEAP_TABLE.id] += row
         except Exception as exc:
             self.error("sampler", exc)
 
@@ -255,6 +264,9 @@ class Agent(Outbox):
             if self._torch is not None:
                 return
             self._torch = torch
+        from .heap import HeapReader
+
+        self._heap = HeapReader.open()
         version = getattr(torch, "version", None)
         self.event(
             "torch_imported",

@@ -42,6 +42,16 @@ class DiagnosisConfig:
     # run's. A cache that fills once, then stays, fails this.
     growth_tail_fraction: float = 0.4
     growth_tail_share: float = 0.5
+    # RAM that climbs because the C allocator keeps freed memory is not a leak (the agent's
+    # heap table, from glibc's mallinfo2): allocator-retention (info) replaces the warning
+    # when live malloc allocations did not grow steadily (a line through the floors of
+    # heap_slices equal slices of the span rose less than heap_live_min_bytes, or fits with r²
+    # below heap_live_min_r2), the bytes malloc keeps free grew by at least
+    # heap_retention_min_share of the climb, and the rest of the climb fails the size tests.
+    heap_slices: int = 5
+    heap_live_min_bytes: int = 512 * 1024
+    heap_live_min_r2: float = 0.8
+    heap_retention_min_share: float = 0.5
 
     # inference-without-no-grad
     inference_min_forwards: int = 3

@@ -225,6 +225,17 @@ def sampled_series(
             yield "gpu", device, rows.t, rows["allocated"], rows["allocated_peak"]
 
 
+def heap_at(profile: Profile, t: FloatArray) -> tuple[FloatArray, FloatArray] | None:
+    """Bytes in live malloc allocations and bytes malloc keeps free in its heaps at times `t`
+    (the agent's `heap` table, read every 50 ms, interpolated), or None without readings."""
+    heap = profile.table("heap")
+    if heap is None or len(heap) < 2:
+        return None
+    in_use: FloatArray = np.interp(t, heap.t, heap["in_use"] * 1.0)
+    free: FloatArray = np.interp(t, heap.t, heap["free"] * 1.0)
+    return in_use, free
+
+
 def rise_during(
     t: FloatArray, level: np.ndarray, peak: np.ndarray, start: FloatArray, end: FloatArray
 ) -> FloatArray:

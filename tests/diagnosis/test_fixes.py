@@ -37,8 +37,14 @@ def test_every_fix_the_issue_asks_for_is_there_and_complete() -> None:
         ast.parse(fix.after)
         assert fix.before != fix.after
         assert len(fix.title) <= 70 and fix.summary and fix.why and fix.tradeoff
-        # PyTorch's documentation; Python's own for the fixes about a script that did not run
-        official = ("https://pytorch.org/", "https://docs.python.org/3/")
+        # PyTorch's documentation; Python's own for the fixes about a script that did not run;
+        # glibc's manual and the Linux man-pages for the C allocator's settings
+        official = (
+            "https://pytorch.org/",
+            "https://docs.python.org/3/",
+            "https://www.gnu.org/software/libc/manual/",
+            "https://man7.org/linux/man-pages/",
+        )
         assert all(d.url.startswith(official) for d in fix.docs), fix.id
 
 

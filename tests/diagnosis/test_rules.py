@@ -75,6 +75,100 @@ def test_growth_on_the_gpu_is_reported_for_that_device() -> None:
     assert finding.evidence.plot == "gpu" and finding.evidence.numbers["device"] == 0
 
 
+def heap(free: np.ndarray, in_use: np.ndarray | int = 300 * MiB, dt: float = 0.1) -> SampleTable:
+    """The agent's malloc readings, one per step: bytes in use and bytes free in the heaps."""
+    t = 1.0 + dt * np.arange(len(free))
+    return table("heap", t, in_use=in_use, free=free)
+
+
+def retention(
+    levels: np.ndarray, free: np.ndarray, in_use: np.ndarray | int = 300 * MiB
+) -> Profile:
+    return profile(steps(levels), heap(free, in_use))
+
+
+STEP = np.arange(240, dtype=np.float64)
+
+
+def test_growth_that_is_freed_memory_malloc_keeps_is_not_a_leak() -> None:
+    # RSS climbs 1.5 MiB a step, all of it free bytes in malloc's heaps while its live
+    # allocations stay level (a clean Lightning run on CPU, measured): growth-per-iteration is
+    # quiet, allocator-retention says why.
+    p = retention(
+        BASE + 1.5 * MiB * STEP + noise(240),
+        10 * MiB + 1.45 * MiB * STEP + noise(240),
+        (300 * MiB + 4 * MiB * rng.integers(0, 2, 240)).astype(np.int64),  # + temporaries
+    )
+    assert RULES["growth-per-iteration"].check(p, DEFAULT_CONFIG) == []
+    [finding] = RULES["allocator-retention"].check(p, DEFAULT_CONFIG)
+    assert finding.severity == "info" and finding.fixes == ("malloc-trim-threshold",)
+    numbers = finding.evidence.numbers
+    assert numbers["heap_free_growth_bytes"] == pytest.approx(1.45 * MiB * 215, rel=0.05)
+    assert abs(float(numbers["heap_in_use_growth_bytes"] or 0)) < 16 * MiB
+    assert "malloc keeps free in its heaps rose" in finding.evidence.text
+    assert [f.rule for f in diagnose(p).findings] == ["allocator-retention"]
+
+
+def test_a_leak_that_pins_holes_in_the_heap_is_still_a_leak() -> None:
+    # Each step keeps a 256 KiB output between freed temporaries (a Lightning training_step
+    # keeping its outputs, measured): live allocations grow 0.25 MiB a step and the holes
+    # they pin make the free bytes grow 0.8 MiB a step. The whole climb is the leak's doing.
+    p = retention(
+        BASE + 1.05 * MiB * STEP + noise(240),
+        10 * MiB + 0.8 * MiB * STEP + noise(240),
+        (300 * MiB + 0.25 * MiB * STEP + noise(240)).astype(np.int64),
+    )
+    [finding] = RULES["growth-per-iteration"].check(p, DEFAULT_CONFIG)
+    numbers = finding.evidence.numbers
+    assert numbers["heap_in_use_growth_bytes"] == pytest.approx(0.25 * MiB * 240, rel=0.2)
+    assert "live allocations grew" in finding.evidence.text
+    assert RULES["allocator-retention"].check(p, DEFAULT_CONFIG) == []
+
+
+def test_small_tensors_kept_between_freed_ones_are_a_leak_of_the_holes_they_pin() -> None:
+    # Inference keeping an 8 KiB argmax tensor per batch between 2 MiB temporaries (measured:
+    # free bytes +2 MiB a batch, one more free chunk a batch, without bound). The live bytes
+    # grow by only 8 KiB a batch, under readings that catch 4 MiB of temporaries at random;
+    # the floors of the readings still show that steady growth.
+    temporaries = 4 * MiB * rng.integers(0, 2, 240)
+    p = retention(
+        BASE + 2 * MiB * STEP + noise(240),
+        10 * MiB + 2 * MiB * STEP + noise(240),
+        (92 * MiB + 8 * 1024 * STEP + temporaries).astype(np.int64),
+    )
+    [finding] = RULES["growth-per-iteration"].check(p, DEFAULT_CONFIG)
+    assert float(finding.evidence.numbers["heap_in_use_growth_bytes"] or 0) > 0.5 * 8 * 1024 * 215
+    assert RULES["allocator-retention"].check(p, DEFAULT_CONFIG) == []
+
+
+def test_python_objects_beside_allocator_retention_are_still_a_leak() -> None:
+    # Half the climb is malloc keeping freed memory; the other half is outside malloc's heaps
+    # (Python objects in the interpreter's own arenas): 120 MiB that something holds.
+    p = retention(BASE + 1 * MiB * STEP + noise(240), 0.5 * MiB * STEP + noise(240))
+    assert [f.rule for f in diagnose(p).findings] == ["growth-per-iteration"]
+
+
+def test_flat_heap_readings_change_nothing() -> None:
+    # Another malloc preloaded: glibc's heap stays empty and explains none of the growth.
+    p = retention(BASE + 3 * MiB * STEP + noise(240), np.zeros(240), 0)
+    [finding] = RULES["growth-per-iteration"].check(p, DEFAULT_CONFIG)
+    assert finding.evidence.numbers["bytes_per_iteration"] == pytest.approx(3 * MiB, rel=0.05)
+    assert "malloc" not in finding.evidence.text
+    assert RULES["allocator-retention"].check(p, DEFAULT_CONFIG) == []
+
+
+def test_growth_over_time_of_freed_memory_is_not_a_leak() -> None:
+    # No iterations at all: the RAM timeline climbs 20 MiB/s for 12 s, all of it kept free.
+    t = np.arange(0, 12, 0.01)
+    ram_table = ram(12, BASE + 20 * MiB * t)
+    heap_table = table("heap", t[::10], in_use=300 * MiB, free=20 * MiB * t[::10])
+    p = profile(ram_table, heap_table)
+    assert RULES["growth-per-iteration"].check(p, DEFAULT_CONFIG) == []
+    [finding] = RULES["allocator-retention"].check(p, DEFAULT_CONFIG)
+    assert finding.evidence.numbers["iterations_are"] is None
+    assert finding.evidence.iterations is None and "MiB/s" in finding.evidence.text
+
+
 def test_growth_needs_enough_iterations() -> None:
     levels = BASE + 50 * MiB * np.arange(10)
     assert RULES["growth-per-iteration"].check(profile(steps(levels)), DEFAULT_CONFIG) == []
@@ -506,6 +600,7 @@ FIRES = {
     ),
     "run-failed": lambda: profile(events=[error_event("ValueError", "boom")], exit_code=1),
     "too-short-to-judge": lambda: profile(steps(BASE + 23 * MiB * np.arange(19)), exit_code=0),
+    "allocator-retention": lambda: retention(BASE + 1.5 * MiB * STEP, 1.5 * MiB * STEP),
 }
 
 

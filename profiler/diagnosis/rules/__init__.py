@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from profiler.diagnosis.rules import (
     activations_dominate,
+    allocator_retention,
     dataloader_worker_growth,
     dataset_on_device,
     fragmentation,
@@ -32,4 +33,5 @@ ALL_RULES = (
     no_mixed_precision,
     non_pytorch_gpu_memory,
     too_short_to_judge,
+    allocator_retention,
 )

@@ -10,6 +10,10 @@ after a warm-up share: a straight line fits (r²), the fitted growth is large in
 against the starting level, and the last part of the run still climbs at a good share of the
 overall rate (a cache that fills once, or allocator warm-up, flattens out).
 
+For RAM, a climb that is memory glibc's malloc keeps after the program freed it (its free
+bytes grew, its live allocations did not: the agent's `heap` table) is left to
+allocator-retention (info); see Growth.retained_by_allocator.
+
 A run with no iterations at all (tensor code, feature extraction without a module) is judged
 over time instead: the same tests on a line fitted to the floor of equal time slices of the
 RAM / GPU timeline, after torch was imported, over at least growth_time_min_s.
@@ -18,10 +22,13 @@ Evidence numbers: per iteration, `bytes_per_iteration`, `iterations`, `iteration
 ("optimizer steps", "backward passes" or "forward passes"), `r2`, `growth_bytes`,
 `start_bytes`, `tail_bytes_per_iteration`, `device`; over time, `bytes_per_second`,
 `seconds`, `iterations_are` (null), `r2`, `growth_bytes`, `start_bytes`,
-`tail_bytes_per_second`, `device`.
+`tail_bytes_per_second`, `device`. With malloc readings, also `heap_in_use_growth_bytes` and
+`heap_free_growth_bytes`.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -31,6 +38,7 @@ from profiler.diagnosis.signals import (
     FloatArray,
     IterationLevels,
     LinearFit,
+    heap_at,
     iteration_levels,
     linear_fit,
     sampled_series,
@@ -60,15 +68,83 @@ FIXES = ("detach-for-logging", "del-and-scope")
 _ITERATION_WORDS = {BACKWARD_PASSES: "backward pass", FORWARD_PASSES: "batch"}
 
 
+@dataclass(frozen=True)
+class Growth:
+    """A level that climbs steadily: per iteration (`iterations` set) or over time.
+
+    For RAM, with the agent's malloc readings (agent/heap.py), also how the bytes in live
+    malloc allocations and the bytes malloc keeps free grew over the same span; None where
+    that is not known (GPU memory, a run without heap readings).
+    """
+
+    plot: str
+    device: int | None
+    fit: LinearFit
+    growth: float
+    start_level: float
+    tail: LinearFit
+    start_s: float
+    end_s: float
+    iterations: tuple[int, int] | None  # first and last iteration; None over time
+    iterations_are: str | None
+    heap: HeapGrowth | None
+
+    def retained_by_allocator(self, config: DiagnosisConfig) -> bool:
+        """The climb is memory malloc keeps after it was freed, not memory something holds.
+
+        Live malloc allocations did not grow steadily (kept tensors grow them, however small:
+        an 8 KiB tensor kept per batch can pin a 2 MiB hole between freed temporaries, and
+        those holes then grow the free bytes too, without bound), the free bytes grew by most
+        of the climb, and what is left of it besides them is too little for the size tests
+        (Python objects live outside malloc's heaps).
+        """
+        heap = self.heap
+        if heap is None or heap.live_growing(config):
+            return False
+        return heap.free >= config.heap_retention_min_share * self.growth and not _large(
+            self.growth - heap.free, self.start_level, self.plot, config
+        )
+
+
+@dataclass(frozen=True)
+class HeapGrowth:
+    """How malloc's counts moved over a climb's span (the agent's `heap` table)."""
+
+    in_use: float  # bytes in live allocations: growth of a line through the floors of slices
+    in_use_r2: float
+    free: float  # bytes kept free in the heaps: growth along the fitted levels
+
+    def live_growing(self, config: DiagnosisConfig) -> bool:
+        return (
+            self.in_use >= config.heap_live_min_bytes and self.in_use_r2 >= config.heap_live_min_r2
+        )
+
+
 def check(profile: Profile, config: DiagnosisConfig) -> list[Finding]:
+    return [_finding(g) for g in growths(profile, config) if not g.retained_by_allocator(config)]
+
+
+def growths(profile: Profile, config: DiagnosisConfig) -> list[Growth]:
+    """Every level that climbs steadily (RAM, each CUDA device), before telling what holds it."""
     if iterations(profile) is None:
-        return [f for f in _over_time(profile, config) if f]
+        return [g for g in _over_time(profile, config) if g]
     levels = iteration_levels(profile, config.growth_samples_per_level)
-    return [f for level in levels if (f := _check(level, config))]
+    return [g for level in levels if (g := _per_iteration(profile, level, config))]
 
 
-def _where(plot: str, device: int | None) -> str:
+def where(plot: str, device: int | None) -> str:
     return "RAM" if plot == "ram" else f"GPU memory (cuda:{device})"
+
+
+def _min_growth(plot: str, config: DiagnosisConfig) -> int:
+    return config.growth_min_bytes_gpu if plot == "gpu" else config.growth_min_bytes_ram
+
+
+def _large(growth: float, start_level: float, plot: str, config: DiagnosisConfig) -> bool:
+    """The size tests: large in bytes and against the starting level."""
+    if growth < _min_growth(plot, config):
+        return False
+    return not (start_level > 0 and growth < config.growth_min_relative * start_level)
 
 
 def _growing(
@@ -82,10 +158,7 @@ def _growing(
     span = float(x[-1] - x[0])
     growth = fit.slope * span
     start_level = fit.at(float(x[0]))
-    min_growth = config.growth_min_bytes_gpu if plot == "gpu" else config.growth_min_bytes_ram
-    if fit.slope <= 0 or growth < min_growth:
-        return None
-    if start_level > 0 and growth < config.growth_min_relative * start_level:
+    if fit.slope <= 0 or not _large(growth, start_level, plot, config):
         return None
     tail = x >= x[-1] - config.growth_tail_fraction * span
     tail_fit = linear_fit(x[tail], y[tail])
@@ -94,7 +167,60 @@ def _growing(
     return fit, growth, start_level, tail_fit
 
 
-def _check(levels: IterationLevels, config: DiagnosisConfig) -> Finding | None:
+def _heap_growth(
+    profile: Profile, plot: str, t: FloatArray, x: FloatArray, config: DiagnosisConfig
+) -> HeapGrowth | None:
+    """malloc's counts over the fitted levels (times t, positions x), for RAM.
+
+    The free bytes are read at the levels' times. Live allocations include the temporaries of
+    whatever iteration a reading fell in, so they are judged on the floor (lowest reading) of
+    each of heap_slices equal slices of the span, which a steady growth of kept tensors moves
+    and temporaries do not.
+    """
+    heap = profile.table("heap") if plot == "ram" else None
+    read = heap_at(profile, t) if heap is not None else None
+    if heap is None or read is None:
+        return None
+    span = float(x[-1] - x[0])
+    free = linear_fit(x, read[1]).slope * span
+    inside = (heap.t >= t[0]) & (heap.t <= t[-1])
+    when, in_use = heap.t[inside], heap["in_use"][inside] * 1.0
+    slices = config.heap_slices
+    if len(when) < slices:
+        return None  # too few readings to tell live allocations from temporaries
+    edges = np.linspace(float(t[0]), float(t[-1]), slices + 1)
+    which = np.minimum(np.searchsorted(edges, when, side="right") - 1, slices - 1)
+    starts = np.flatnonzero(np.diff(which, prepend=-1))
+    if len(starts) < slices - 1:
+        return None
+    floors = np.minimum.reduceat(in_use, starts)
+    centres = (edges[which[starts]] + edges[which[starts] + 1]) / 2
+    fit = linear_fit(centres, floors)
+    return HeapGrowth(fit.slope * float(t[-1] - t[0]), fit.r2, free)
+
+
+def _growth(
+    profile: Profile,
+    plot: str,
+    device: int | None,
+    t: FloatArray,
+    x: FloatArray,
+    result: tuple[LinearFit, float, float, LinearFit],
+    span: tuple[float, float],
+    iterations: tuple[int, int] | None,
+    iterations_are: str | None,
+    config: DiagnosisConfig,
+) -> Growth:
+    fit, growth, start_level, tail_fit = result
+    return Growth(
+        plot, device, fit, growth, start_level, tail_fit, span[0], span[1], iterations,
+        iterations_are, _heap_growth(profile, plot, t, x, config),
+    )  # fmt: skip
+
+
+def _per_iteration(
+    profile: Profile, levels: IterationLevels, config: DiagnosisConfig
+) -> Growth | None:
     n = levels.count
     if n < config.growth_min_iterations:
         return None
@@ -107,65 +233,104 @@ def _check(levels: IterationLevels, config: DiagnosisConfig) -> Finding | None:
     result = _growing(x, y, levels.plot, config)
     if result is None or result[0].r2 < config.growth_min_r2:
         return None
-    fit, growth, start_level, tail_fit = result
-    first, last = int(x[0]), int(levels.index[-1])
-    steps = last - first
-    where = _where(levels.plot, levels.device)
-    word = _ITERATION_WORDS.get(levels.kind)
-    if word is None:  # optimizer steps: the words memsight has always used
+    t = levels.t[kept]
+    return _growth(
+        profile, levels.plot, levels.device, t, x, result,
+        (float(t[0]), float(levels.t[-1])), (int(x[0]), int(levels.index[-1])), levels.kind,
+        config,
+    )  # fmt: skip
+
+
+def _finding(g: Growth) -> Finding:
+    place = where(g.plot, g.device)
+    numbers: dict[str, float | int | str | None]
+    if g.iterations is not None:
+        first, last = g.iterations
+        steps = last - first
         text = (
-            f"+{format_bytes(fit.slope)} per iteration over {steps} iterations "
-            f"(r² {fit.r2:.2f}): {format_bytes(growth)} in all"
+            f"+{format_bytes(g.fit.slope)} per iteration over {steps} iterations "
+            f"(r² {g.fit.r2:.2f}): {format_bytes(g.growth)} in all"
         )
+        word = _ITERATION_WORDS.get(g.iterations_are or "")
+        if word is not None:  # not optimizer steps: say what an iteration is
+            text += (
+                f"; no optimizer steps, so each {word} is an iteration, memory read between "
+                "them from the samples"
+            )
+        title = f"{place} grows by {format_bytes(g.fit.slope)} every iteration"
+        explanation = EXPLANATION
+        numbers = {
+            "bytes_per_iteration": round(g.fit.slope, 1),
+            "iterations": steps,
+            "iterations_are": g.iterations_are,
+            "r2": round(g.fit.r2, 4),
+            "growth_bytes": round(g.growth),
+            "start_bytes": round(g.start_level),
+            "tail_bytes_per_iteration": round(g.tail.slope, 1),
+            "device": g.device,
+        }
     else:
+        seconds = g.end_s - g.start_s
         text = (
-            f"+{format_bytes(fit.slope)} per iteration over {steps} iterations "
-            f"(r² {fit.r2:.2f}): {format_bytes(growth)} in all; no optimizer steps, so each "
-            f"{word} is an iteration, memory read between them from the samples"
+            f"{place} grows {format_bytes(g.fit.slope)}/s for {format_duration(seconds)} "
+            f"(r² {g.fit.r2:.2f}): {format_bytes(g.growth)} in all; no training or inference "
+            "loop to count iterations, so this is growth over time"
         )
+        title = f"{place} grows steadily over time, by {format_bytes(g.fit.slope)} every second"
+        explanation = EXPLANATION_OVER_TIME
+        numbers = {
+            "bytes_per_second": round(g.fit.slope, 1),
+            "seconds": round(seconds, 3),
+            "iterations_are": None,
+            "r2": round(g.fit.r2, 4),
+            "growth_bytes": round(g.growth),
+            "start_bytes": round(g.start_level),
+            "tail_bytes_per_second": round(g.tail.slope, 1),
+            "device": g.device,
+        }
+    if g.heap is not None:
+        numbers["heap_in_use_growth_bytes"] = round(g.heap.in_use)
+        numbers["heap_free_growth_bytes"] = round(g.heap.free)
+        if g.heap.free >= 0.25 * g.growth:
+            text += (
+                f"; live allocations grew {format_bytes(max(0.0, g.heap.in_use))}, and "
+                f"{format_bytes(g.heap.free)} more is free memory malloc keeps between them"
+            )
     return Finding(
         RULE_ID,
         "warning",
-        f"{where} grows by {format_bytes(fit.slope)} every iteration",
-        EXPLANATION,
+        title,
+        explanation,
         Evidence(
             text,
-            float(levels.t[kept][0]),
-            float(levels.t[-1]),
-            "gpu" if levels.plot == "gpu" else "ram",
-            (first, last),
-            {
-                "bytes_per_iteration": round(fit.slope, 1),
-                "iterations": steps,
-                "iterations_are": levels.kind,
-                "r2": round(fit.r2, 4),
-                "growth_bytes": round(growth),
-                "start_bytes": round(start_level),
-                "tail_bytes_per_iteration": round(tail_fit.slope, 1),
-                "device": levels.device,
-            },
+            g.start_s,
+            g.end_s,
+            "gpu" if g.plot == "gpu" else "ram",
+            g.iterations,
+            numbers,
         ),
         FIXES,
     )
 
 
-def _over_time(profile: Profile, config: DiagnosisConfig) -> list[Finding | None]:
+def _over_time(profile: Profile, config: DiagnosisConfig) -> list[Growth | None]:
     imported = next(profile.events_of("torch_imported"), None)
     begin = imported.t if imported is not None else 0.0
     return [
-        _check_over_time(plot, device, t, level, begin, config)
+        _check_over_time(profile, plot, device, t, level, begin, config)
         for plot, device, t, level, _peak in sampled_series(profile)
     ]
 
 
 def _check_over_time(
+    profile: Profile,
     plot: str,
     device: int | None,
     t: FloatArray,
     level: np.ndarray,
     begin: float,
     config: DiagnosisConfig,
-) -> Finding | None:
+) -> Growth | None:
     after = t >= begin
     t, level = t[after], level[after]
     if len(t) < 2:
@@ -198,35 +363,4 @@ def _check_over_time(
     result = _growing(x, floors, plot, config)
     if result is None or result[0].r2 < config.growth_time_min_r2:
         return None
-    fit, growth, start_level, tail_fit = result
-    seconds = end - float(start)
-    where = _where(plot, device)
-    text = (
-        f"{where} grows {format_bytes(fit.slope)}/s for {format_duration(seconds)} "
-        f"(r² {fit.r2:.2f}): {format_bytes(growth)} in all; no training or inference loop to "
-        "count iterations, so this is growth over time"
-    )
-    return Finding(
-        RULE_ID,
-        "warning",
-        f"{where} grows steadily over time, by {format_bytes(fit.slope)} every second",
-        EXPLANATION_OVER_TIME,
-        Evidence(
-            text,
-            float(start),
-            end,
-            "gpu" if plot == "gpu" else "ram",
-            None,
-            {
-                "bytes_per_second": round(fit.slope, 1),
-                "seconds": round(seconds, 3),
-                "iterations_are": None,
-                "r2": round(fit.r2, 4),
-                "growth_bytes": round(growth),
-                "start_bytes": round(start_level),
-                "tail_bytes_per_second": round(tail_fit.slope, 1),
-                "device": device,
-            },
-        ),
-        FIXES,
-    )
+    return _growth(profile, plot, device, x, x, result, (float(start), end), None, None, config)

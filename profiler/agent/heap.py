@@ -1,0 +1,82 @@
+"""What the C heap holds: bytes in live allocations, and bytes freed but kept by malloc.
+
+RSS alone cannot tell a leak from an allocator that keeps what the program freed. glibc's
+malloc keeps freed chunks in its heaps for reuse, and after a large buffer is freed it raises
+its mmap threshold, so later buffers of that size come from the heap and are kept there too:
+RSS climbs steadily while no object holds the memory (a clean Lightning run on CPU climbs by
+~1.5 MiB per step this way, all of it released by malloc_trim). glibc's mallinfo2() tells the
+two apart: bytes in use (uordblks + hblkhd, mmapped blocks included) and bytes free in the
+heaps (fordblks). It walks each arena's free lists under the arena's lock, about 80 us with a
+few hundred MiB of heap, so it is read every READ_EVERY_S (further apart if it costs more).
+
+Only glibc 2.33+ has mallinfo2 (mallinfo's int fields wrap at 2 GiB); elsewhere (musl,
+macOS) nothing is read. With another malloc preloaded (jemalloc, tcmalloc) glibc's own, unused
+heap is read: its numbers stay near zero and explain none of the growth, which is then judged
+on RSS as before.
+ctypes is imported only once torch is (which imports it itself): nothing new in sys.modules.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, Optional, Tuple
+
+READ_EVERY_S = 0.05
+MAX_SHARE = 0.01  # of one core: reads come further apart when one costs more than 1 ms
+
+_FIELDS = (
+    "arena",
+    "ordblks",
+    "smblks",
+    "hblks",
+    "hblkhd",
+    "usmblks",
+    "fsmblks",
+    "uordblks",
+    "fordblks",
+    "keepcost",
+)
+
+
+class HeapReader:
+    """glibc's mallinfo2(), read as (bytes in use, bytes free in the heaps)."""
+
+    def __init__(self, mallinfo2: Any) -> None:
+        self._mallinfo2 = mallinfo2
+        self.next_at = 0.0
+
+    @classmethod
+    def open(cls) -> Optional["HeapReader"]:
+        """A reader, or None where the C library has no mallinfo2."""
+        if not sys.platform.startswith("linux"):
+            return None
+        try:
+            import ctypes
+
+            class Mallinfo2(ctypes.Structure):
+                _fields_ = [(name, ctypes.c_size_t) for name in _FIELDS]
+
+            function = ctypes.CDLL(None).mallinfo2
+        except (ImportError, OSError, AttributeError):
+            return None
+        function.restype = Mallinfo2
+        function.argtypes = []
+        return cls(function)
+
+    def read(self) -> Tuple[int, int]:
+        info = self._mallinfo2()
+        return int(info.uordblks) + int(info.hblkhd), int(info.fordblks)
+
+    def due(self, now: float) -> bool:
+        return now >= self.next_at
+
+    def row(self) -> Tuple[int, int, int]:
+        """(t, in_use, free), and the time of the next reading, paced by what this one cost."""
+        # CPU time, not wall time: waiting for the GIL or an arena lock costs no CPU, and one
+        # slow wake-up must not space the readings out for seconds.
+        began = time.thread_time()
+        in_use, free = self.read()
+        cost = time.thread_time() - began
+        self.next_at = time.monotonic() + max(READ_EVERY_S, cost / MAX_SHARE)
+        return time.monotonic_ns(), in_use, free

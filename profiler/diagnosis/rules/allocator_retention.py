@@ -1,0 +1,92 @@
+"""allocator-retention: RAM climbs, but by memory malloc keeps after it was freed (info).
+
+glibc's malloc keeps freed chunks in its heaps, and raises its mmap threshold after a large
+buffer is freed, so buffers of that size come from the heap afterwards and stay there when
+freed. A loop that allocates and frees tensors of a few hundred KiB each iteration can then
+climb ~1 MiB per step with no object holding anything (a clean Lightning run on CPU does;
+malloc_trim(0) at the end gives all of it back). The agent reads glibc's mallinfo2 (its
+`heap` table), and growth-per-iteration stays quiet on a climb that it explains; this rule says
+so instead: the level climbs steadily (the same straight-line, still-growing tests), live
+malloc allocations did not grow with it, at least
+heap_retention_min_share of the climb is free bytes in malloc's heaps, and the rest is too
+little to report (Growth.retained_by_allocator).
+
+Evidence numbers: bytes_per_iteration, iterations and iterations_are (or bytes_per_second,
+seconds and a null iterations_are over time), r2, growth_bytes, start_bytes, device, and
+`heap_in_use_growth_bytes` / `heap_free_growth_bytes`: how the bytes in live malloc
+allocations and the bytes malloc keeps free grew over the same span.
+"""
+
+from __future__ import annotations
+
+from profiler.diagnosis.config import DiagnosisConfig
+from profiler.diagnosis.finding import Evidence, Finding
+from profiler.diagnosis.rules.growth_per_iteration import Growth, growths, where
+from profiler.profile.model import Profile
+from profiler.units import format_bytes, format_duration
+
+RULE_ID = "allocator-retention"
+EXPLANATION = (
+    "The process's resident memory climbs steadily, but not because the program holds more: "
+    "the C allocator (glibc malloc) keeps memory the program freed, to hand it out again. "
+    "After a large buffer is freed, glibc raises the size above which it maps buffers "
+    "separately, so later buffers of that size come from its heaps and stay there when freed. "
+    "No tensor or object holds this memory and later allocations reuse it, so it is not a "
+    "leak; it does count against the machine's RAM. Capping what malloc keeps makes the curve "
+    "show what the program really uses."
+)
+FIXES = ("malloc-trim-threshold",)
+
+
+def check(profile: Profile, config: DiagnosisConfig) -> list[Finding]:
+    return [_finding(g) for g in growths(profile, config) if g.retained_by_allocator(config)]
+
+
+def _finding(g: Growth) -> Finding:
+    assert g.heap is not None  # retained_by_allocator needs the heap readings
+    free, in_use = g.heap.free, g.heap.in_use
+    if g.iterations is not None:
+        first, last = g.iterations
+        span = f"over {last - first} iterations"
+        rate = f"{format_bytes(g.fit.slope)} per iteration"
+        numbers: dict[str, float | int | str | None] = {
+            "bytes_per_iteration": round(g.fit.slope, 1),
+            "iterations": last - first,
+            "iterations_are": g.iterations_are,
+        }
+    else:
+        seconds = g.end_s - g.start_s
+        span = f"over {format_duration(seconds)}"
+        rate = f"{format_bytes(g.fit.slope)}/s"
+        numbers = {
+            "bytes_per_second": round(g.fit.slope, 1),
+            "seconds": round(seconds, 3),
+            "iterations_are": None,
+        }
+    numbers.update(
+        {
+            "r2": round(g.fit.r2, 4),
+            "growth_bytes": round(g.growth),
+            "start_bytes": round(g.start_level),
+            "heap_in_use_growth_bytes": round(in_use),
+            "heap_free_growth_bytes": round(free),
+            "device": None,
+        }
+    )
+    text = (
+        f"{where(g.plot, g.device)} rose {format_bytes(g.growth)} {span} ({rate}, r² "
+        f"{g.fit.r2:.2f}); meanwhile the bytes malloc keeps free in its heaps rose "
+        f"{format_bytes(free)} and its live allocations changed by {_signed(in_use)}"
+    )
+    return Finding(
+        RULE_ID,
+        "info",
+        "RAM climbs because malloc keeps freed memory, not because of a leak",
+        EXPLANATION,
+        Evidence(text, g.start_s, g.end_s, "ram", g.iterations, numbers),
+        FIXES,
+    )
+
+
+def _signed(value: float) -> str:
+    return ("+" if value >= 0 else "-") + format_bytes(abs(value))
