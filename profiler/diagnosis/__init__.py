@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass, field, replace
 
 from profiler.diagnosis.config import DEFAULT_CONFIG, DiagnosisConfig
-from profiler.diagnosis.finding import Evidence, Finding
+from profiler.diagnosis.finding import Evidence, Finding, Location
 from profiler.diagnosis.fixes import Fix, RunContext, choose_fixes, get_fix, get_fixes, run_context
 from profiler.diagnosis.rules import ALL_RULES
 from profiler.profile.model import Profile
@@ -25,6 +25,7 @@ __all__ = [
     "DiagnosisConfig",
     "Evidence",
     "Finding",
+    "Location",
     "Fix",
     "RunContext",
     "choose_fixes",
@@ -72,4 +73,5 @@ def finding_to_json(finding: Finding) -> dict[str, object]:
         "explanation": finding.explanation,
         "evidence": finding.evidence.to_json(),
         "fixes": [fix.to_json() for fix in get_fixes(finding.fixes)],
+        "where": [location.to_json() for location in finding.where],
     }

@@ -51,6 +51,33 @@ class Evidence:
 
 
 @dataclass(frozen=True)
+class Location:
+    """A place in the user's code a finding points at: the line that raised, the forward call
+    that ran with autograd on, the line that adds to what holds the memory.
+
+    `report --json` carries these under each finding's "where", most important first.
+    """
+
+    file: str  # as the interpreter knew it (absolute for scripts run by path)
+    line: int
+    function: str | None = None
+    code: str | None = None  # the source line, stripped
+    holder: str | None = None  # what keeps the memory alive, in words: "`kept` (list, local of
+    # `train()` in train.py)"; None for locations that are not about a holder
+    bytes: int | None = None  # what that holder keeps (per iteration for growth), if known
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "file": self.file,
+            "line": self.line,
+            "function": self.function,
+            "code": self.code,
+            "holder": self.holder,
+            "bytes": self.bytes,
+        }
+
+
+@dataclass(frozen=True)
 class Finding:
     rule: str  # a stable id from docs/architecture.md
     severity: Severity
@@ -61,6 +88,9 @@ class Finding:
     # diagnose() fits them to the run (fixes.choose_fixes), which may add the variant chosen,
     # as in "smaller-batch@cpu". fixes.get_fix reads both.
     fixes: tuple[str, ...]
+    # Where in the user's code to look, most important first; empty when nothing there can be
+    # named (the memory is held by a library, or the run left no trace of it).
+    where: tuple[Location, ...] = ()
 
     @property
     def rank(self) -> tuple[int, float]:
