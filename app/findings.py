@@ -8,11 +8,13 @@ exception messages) is escaped before it reaches rich text.
 from __future__ import annotations
 
 import html
+import os
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from PySide6.QtCore import QObject, Qt, QTimer, QUrl, Signal
+from PySide6.QtCore import QObject, QSettings, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QColor, QDesktopServices, QGuiApplication
 from PySide6.QtWidgets import (
+    QInputDialog,
     QLabel,
     QListWidget,
     QListWidgetItem,
@@ -22,8 +24,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from profiler.diagnosis import Diagnosis, Finding, diagnose, get_fix
+from app.editor import EDITOR_KEY, open_location
+from profiler.diagnosis import Diagnosis, Finding, Location, diagnose, get_fix
 from profiler.diagnosis.finding import SEVERITY_COLORS, SEVERITY_LABELS, severity_counts
+from profiler.diagnosis.where import is_pseudo_file
 from profiler.profile.model import Profile
 from profiler.profile.summary import summarize
 from profiler.units import format_bytes, format_duration
@@ -33,7 +37,35 @@ def _e(text: object) -> str:
     return html.escape(str(text))
 
 
-def finding_html(finding: Finding) -> str:
+def resolve_path(file: str, cwd: str) -> str:
+    """A location's file as a path to open: relative ones are the run's working directory's."""
+    return os.path.join(cwd, file) if cwd and not os.path.isabs(file) else file
+
+
+def _shown_path(file: str, cwd: str) -> str:
+    """The path relative to the run's working directory when it is inside it, else whole."""
+    if cwd and os.path.isabs(file):
+        relative = os.path.relpath(file, cwd)
+        if not relative.startswith(os.pardir):
+            return relative
+    return file
+
+
+def location_html(index: int, location: Location, cwd: str = "") -> str:
+    """`file:line — code`, the place a link that opens it in the editor (`open:INDEX`)."""
+    place = f"{_e(_shown_path(location.file, cwd))}:{location.line}"
+    if not is_pseudo_file(location.file):
+        place = f"<a href='open:{index}' title='{_e(location.file)}'>{place}</a>"
+    text = place
+    if location.code:
+        text += f" — <code>{_e(location.code)}</code>"
+    held = [location.holder or "", format_bytes(location.bytes) if location.bytes else ""]
+    if any(held):
+        text += f"<br><span style='color:gray'>{_e(', '.join(h for h in held if h))}</span>"
+    return text
+
+
+def finding_html(finding: Finding, cwd: str = "") -> str:
     color = SEVERITY_COLORS[finding.severity]
     parts = [
         f"<h3 style='margin:0'>{_e(finding.title)}</h3>",
@@ -41,6 +73,19 @@ def finding_html(finding: Finding) -> str:
         f"{SEVERITY_LABELS[finding.severity]}</b> &middot; <code>{_e(finding.rule)}</code></p>",
         f"<p><b>Evidence:</b> {_e(finding.evidence.text)}<br>"
         f"<span style='color:gray'>{_e(finding.evidence.where())}</span></p>",
+    ]
+    if finding.where:
+        places = "".join(
+            f"<li>{location_html(i, location, cwd)}</li>"
+            for i, location in enumerate(finding.where)
+        )
+        parts += [
+            "<p style='margin-bottom:0'><b>Where to look</b> "
+            "<span style='color:gray'>(a link opens the line in your editor: "
+            "<a href='editor:choose'>choose the editor</a>)</span></p>",
+            f"<ul style='margin-top:2px'>{places}</ul>",
+        ]
+    parts += [
         f"<p>{_e(finding.explanation)}</p>",
         "<h4>Fixes, most likely to help first</h4>",
     ]
@@ -96,9 +141,11 @@ class FindingsPanel(QWidget):
     """Lists findings; emits findingSelected(finding or None) as the selection changes."""
 
     findingSelected = Signal(object)
+    message = Signal(str)  # a line for the status bar: why a location could not be opened
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, store: QSettings | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.store = store if store is not None else QSettings("memsight", "memsight")
         self.profile: Profile | None = None
         self.diagnosis = Diagnosis()
         self.final = False
@@ -178,7 +225,8 @@ class FindingsPanel(QWidget):
     def _show_details(self) -> None:
         finding = self.selected
         if finding is not None:
-            self.details.setHtml(finding_html(finding))
+            cwd = self.profile.info.cwd if self.profile is not None else ""
+            self.details.setHtml(finding_html(finding, cwd))
         elif self.diagnosis.findings:
             self.details.setHtml(overview_html(self.diagnosis.findings))
         elif self.profile is not None:
@@ -201,8 +249,36 @@ class FindingsPanel(QWidget):
                 return
             rank = int(url.path() or url.toString().split(":", 1)[1])
             QGuiApplication.clipboard().setText(get_fix(finding.fixes[rank]).after + "\n")
+        elif url.scheme() == "open":
+            self._open_location(int(url.path() or url.toString().split(":", 1)[1]))
+        elif url.scheme() == "editor":
+            self.choose_editor()
         elif url.scheme() in ("http", "https"):
             QDesktopServices.openUrl(url)
+
+    def _open_location(self, index: int) -> None:
+        finding = self.selected
+        if finding is None or not 0 <= index < len(finding.where):
+            return
+        location = finding.where[index]
+        cwd = self.profile.info.cwd if self.profile is not None else ""
+        problem = open_location(resolve_path(location.file, cwd), location.line, self.store)
+        if problem is not None:
+            self.message.emit(f"Could not open {location.file}:{location.line}: {problem}")
+
+    def choose_editor(self) -> None:
+        current = str(self.store.value(EDITOR_KEY, "") or "")
+        command, ok = QInputDialog.getText(
+            self,
+            "Editor",
+            "Command that opens a file at a line, with {file} and {line} where they go\n"
+            "(e.g. code --goto {file}:{line}), or just the editor (vim, subl, kate...).\n"
+            "Empty: $VISUAL or $EDITOR when set, else the desktop's application for the file.",
+            text=current,
+        )
+        if ok:
+            self.store.setValue(EDITOR_KEY, command.strip())
+            self.store.sync()
 
 
 class BackgroundDiagnosis(QObject):

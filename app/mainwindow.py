@@ -75,11 +75,12 @@ class MainWindow(QMainWindow):
         self.console_dock = self._dock(
             "Console", self.console, Qt.DockWidgetArea.BottomDockWidgetArea
         )
-        self.findings = FindingsPanel()
+        self.findings = FindingsPanel(self.store)
         self.findings_dock = self._dock(
             "Findings", self.findings, Qt.DockWidgetArea.RightDockWidgetArea
         )
         self.findings.findingSelected.connect(self._on_finding)
+        self.findings.message.connect(lambda text: self.statusBar().showMessage(text, 10_000))
         self.diagnosis = BackgroundDiagnosis(self)
         self.diagnosis.ready.connect(self.findings.set_diagnosis)
         self._diagnosed_at = 0.0

@@ -5,7 +5,8 @@ from __future__ import annotations
 import textwrap
 
 from profiler.diagnosis import Diagnosis, Finding, get_fixes
-from profiler.diagnosis.finding import severity_counts
+from profiler.diagnosis.finding import Location, severity_counts
+from profiler.units import format_bytes
 
 WIDTH = 96
 INDENT = "    "
@@ -15,9 +16,26 @@ def _wrap(text: str, indent: str) -> list[str]:
     return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent)
 
 
+def format_location(location: Location) -> str:
+    """`/work/train.py:25 in train(): loss = model(x)`, with what holds memory there when known.
+
+    The path is whole so that a terminal or an editor can open it as it is."""
+    text = f"{location.file}:{location.line}"
+    if location.function and location.function != "<module>":
+        text += f" in {location.function}()"
+    if location.code:
+        text += f": {location.code}"
+    held = [location.holder or "", format_bytes(location.bytes) if location.bytes else ""]
+    if any(held):
+        text += f" ({', '.join(h for h in held if h)})"
+    return text
+
+
 def format_finding(finding: Finding, number: int, snippets: bool = True) -> list[str]:
     lines = [f"{number}. [{finding.severity.upper()}] {finding.title}  ({finding.rule})"]
     lines += _wrap(f"Evidence: {finding.evidence.text} (at {finding.evidence.where()})", INDENT)
+    # Unwrapped: a path or a line of code split in two can no longer be copied or clicked.
+    lines += [f"{INDENT}Where: {format_location(location)}" for location in finding.where]
     lines += _wrap(f"Why: {finding.explanation}", INDENT)
     lines.append(f"{INDENT}Fixes, most likely to help first:")
     for rank, fix in enumerate(get_fixes(finding.fixes), 1):

@@ -12,8 +12,9 @@ from typing import Any
 import numpy as np
 
 from profiler.diagnosis import Diagnosis, get_fix
-from profiler.diagnosis.finding import SEVERITY_LABELS
+from profiler.diagnosis.finding import SEVERITY_LABELS, Location
 from profiler.diagnosis.signals import final_exception, gpu_devices, gpu_rows, ram_capacity
+from profiler.diagnosis.where import is_user_frame, parse_traceback, script_path
 from profiler.profile.model import Profile
 from profiler.profile.series import (
     DEVICE_USED,
@@ -118,6 +119,19 @@ def _markers(profile: Profile) -> dict[str, Any]:
     return {"iterations": iterations, "iteration_every": every, "epochs": epochs, "events": events}
 
 
+def _location(location: Location) -> dict[str, Any]:
+    return {
+        "file": location.file,
+        "line": location.line,
+        "function": location.function
+        if location.function and location.function != "<module>"
+        else "",
+        "code": location.code or "",
+        "holder": location.holder or "",
+        "bytes": format_bytes(location.bytes) if location.bytes is not None else "",
+    }
+
+
 def _findings(diagnosis: Diagnosis) -> list[dict[str, Any]]:
     out = []
     for number, finding in enumerate(diagnosis.findings, 1):
@@ -136,6 +150,7 @@ def _findings(diagnosis: Diagnosis) -> list[dict[str, Any]]:
                 "end": round(e.end_s, 4),
                 "plot": e.plot,
                 "fixes": [get_fix(fix_id) for fix_id in finding.fixes],
+                "where": [_location(location) for location in finding.where],
             }
         )
     return out
@@ -145,17 +160,17 @@ def _exception(profile: Profile) -> dict[str, Any] | None:
     final = final_exception(profile)
     if final is None:
         return None
-    frames = []
-    for frame in final.get("traceback") or []:
-        if isinstance(frame, dict):
-            frames.append(
-                {
-                    "file": str(frame.get("file", "")),
-                    "line": frame.get("line"),
-                    "function": str(frame.get("function", "")),
-                    "source": str(frame.get("source") or ""),
-                }
-            )
+    script = script_path(profile.info)
+    frames = [
+        {
+            "file": frame.file,
+            "line": frame.line if frame.line is not None else "?",
+            "function": frame.function,
+            "source": frame.source,
+            "user": is_user_frame(frame, script),
+        }
+        for frame in parse_traceback(final.get("traceback"))
+    ]
     return {
         "type": str(final.get("exc_type", "")),
         "message": str(final.get("message", "")),

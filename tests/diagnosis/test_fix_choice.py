@@ -333,8 +333,9 @@ def test_an_error_inside_a_library_also_names_the_scripts_line() -> None:
     ]
     p = _failed("FileNotFoundError", "[Errno 2] No such file or directory: 'ckpt.pt'", frames)
     [finding] = diagnose(p).findings
-    assert "at serialization.py:771 in load()" in finding.evidence.text
-    assert finding.evidence.text.endswith("(from train.py:12)")
+    assert "at train.py:12: model = load(path)" in finding.evidence.text
+    assert finding.evidence.text.endswith("(raised in serialization.py:771 in load())")
+    assert finding.evidence.numbers["line"] == 771  # where it was raised, as before
 
 
 def test_a_failure_after_some_steps_says_how_far_the_run_got() -> None:
@@ -541,20 +542,26 @@ def test_a_recorded_cpu_runs_fixes_have_no_cuda_code_in_any_form(name: str, tmp_
             "activation-checkpointing",
         ]
         assert "dataloader-worker-memory" not in {fix["id"] for fix in oom["fixes"]}
+        # The line of the script that asked for the 1 TiB, in the model's forward
+        assert [(w["file"], w["line"], w["function"]) for w in oom["where"]] == [
+            (str(script), 22, "forward")
+        ]
+        assert oom["where"][0]["code"].startswith("return (q @ k.transpose(-2, -1))")
+        assert f"Where: {script}:22 in forward(): return (q @" in report.stdout
 
 
 @pytest.mark.slow  # runs scripts under memsight
 @pytest.mark.parametrize(
-    "name, source, expected",
+    "name, source, expected, line",
     [
-        ("bad.py", "x = (\n", r"SyntaxError: '\(' was never closed at bad\.py:1$"),
-        ("first.py", 'raise ValueError("boom")\n', r"ValueError: boom at first\.py:1: raise"),
-        ("run.sh", "#!/bin/sh\necho hello world\n", r"run\.sh is not a Python script"),
-        ("data.csv", "a,b\n1,2\n", r"NameError: name 'a' is not defined at data\.csv:1"),
+        ("bad.py", "x = (\n", r"SyntaxError: '\(' was never closed at bad\.py:1$", 1),
+        ("first.py", 'raise ValueError("boom")\n', r"ValueError: boom at first\.py:1: raise", 1),
+        ("run.sh", "#!/bin/sh\necho hello world\n", r"run\.sh is not a Python script", 2),
+        ("data.csv", "a,b\n1,2\n", r"NameError: name 'a' is not defined at data\.csv:1", 1),
     ],
 )
 def test_a_script_that_fails_before_doing_anything_is_reported_as_failed(
-    tmp_path: Path, name: str, source: str, expected: str
+    tmp_path: Path, name: str, source: str, expected: str, line: int
 ) -> None:
     script = write_script(tmp_path, name, source)
     result = run_memsight([str(script)], tmp_path)
@@ -562,8 +569,26 @@ def test_a_script_that_fails_before_doing_anything_is_reported_as_failed(
     [finding] = diagnose(result.profile()).findings
     assert finding.rule == "run-failed" and finding.severity == "critical"
     assert re.search(expected, finding.evidence.text), finding.evidence.text
+    # The script's own line is the first place to look, a syntax error's included
+    assert (finding.where[0].file, finding.where[0].line) == (str(script), line)
     report = run_cli("report", result.profile_path or "", cwd=tmp_path)
     assert "No problems found" not in report.stdout and "run-failed" in report.stdout
+    assert f"Where: {script}:{line}" in report.stdout
+
+
+@pytest.mark.slow  # runs an example under memsight
+def test_the_first_line_example_names_its_own_line_in_report_json(tmp_path: Path) -> None:
+    script = tmp_path / "fails_on_first_line.py"
+    shutil.copy(EXAMPLES / script.name, script)
+    result = run_memsight([str(script)], tmp_path)
+    assert result.returncode == 1, result.stderr
+    path = result.profile_path or ""
+    reported = json.loads(run_cli("report", "--json", path, cwd=tmp_path).stdout)
+    [failed] = reported["findings"]
+    assert failed["rule"] == "run-failed"
+    [where] = failed["where"]
+    assert (where["file"], where["line"], where["function"]) == (str(script), 9, "<module>")
+    assert where["code"].startswith('with open("data/train.csv") as rows:')
 
 
 def _python_without_torch() -> str | None:

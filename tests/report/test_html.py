@@ -141,3 +141,56 @@ def test_output_that_went_straight_to_a_file_is_said_to_be_unrecorded() -> None:
     text = render_html(profile)
     assert "wrote its stdout and stderr straight to a file or pipe" in text
     assert "The script printed nothing" not in text
+
+
+def test_the_traceback_shows_every_frame_with_the_users_own_highlighted() -> None:
+    # Given an out-of-memory raised in the user's model, called through PyTorch, recorded as
+    # the agent records tracebacks: [file, line, function, source] lists
+    site = "/venv/lib/python3.11/site-packages/torch/nn/modules/module.py"
+    profile = sample_profile()
+    [exception] = [e for e in profile.events if e.type == "exception"]
+    exception.data["traceback"] = [
+        ["/work/train.py", 30, "<module>", "loss = model(x).pow(2).mean()"],
+        [site, 1778, "_wrapped_call_impl", "return self._call_impl(*args, **kwargs)"],
+        ["/work/model.py", 22, "forward", "return (q @ k.transpose(-2, -1)) @ v"],
+    ]
+
+    text = render_html(profile)
+
+    # Then the Exception section has all three frames, each with its source line under it
+    section = text[text.index('<section id="exception">') :]
+    section = section[: section.index("</section>")]
+    frames = re.findall(r'<span class="frame( user)?">  File "([^"]+)", line (\d+)', section)
+    assert frames == [
+        (" user", "/work/train.py", "30"),
+        ("", site, "1778"),
+        (" user", "/work/model.py", "22"),
+    ]
+    assert "    return self._call_impl(*args, **kwargs)\n" in section
+    assert "Highlighted: the frames in your own code." in section
+
+    # And the out-of-memory finding's card says where to look: the model's line first
+    card = text[text.index('id="finding-1"') :]
+    card = card[: card.index("</article>")]
+    assert "Where to look" in card
+    places = re.findall(r'<code class="place">([^<]+)</code>', card)
+    assert places == ["/work/model.py:22"]
+    assert "<code>forward()</code>" in card
+    assert "return (q @ k.transpose(-2, -1)) @ v" in card
+
+
+def test_a_findings_holder_and_its_bytes_are_in_its_card() -> None:
+    from dataclasses import replace
+
+    from profiler.diagnosis import diagnose
+    from profiler.diagnosis.finding import Location
+
+    profile = sample_profile()
+    diagnosis = diagnose(profile)
+    held = Location("/work/train.py", 41, "train", "kept.append(loss)", "`kept` (list)", 3 << 20)
+    diagnosis.findings[0] = replace(diagnosis.findings[0], where=(held,))
+
+    card = render_html(profile, diagnosis)
+    card = card[card.index('id="finding-1"') : card.index("</article>")]
+    assert '<code class="place">/work/train.py:41</code>' in card
+    assert "`kept` (list), 3.00 MiB" in card

@@ -3,6 +3,11 @@
 Sources, first that applies: the error that ended the script is an OOM (torch's CUDA
 OutOfMemoryError, a CPU allocator failure, MemoryError); or the process died of SIGKILL while
 the process tree was near its RAM limit, which is how the kernel's OOM killer ends a run.
+
+For an error, the finding's `where` names the innermost line of the user's code on the
+traceback (the forward that asked for the memory, or the call into a library that did), then
+the library line that raised when that is elsewhere; the evidence quotes the user's line. A
+kill has no traceback and names no line.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import numpy as np
 from profiler.diagnosis.config import DiagnosisConfig
 from profiler.diagnosis.finding import Evidence, Finding
 from profiler.diagnosis.signals import device_total, final_exception, ram_capacity, step_at
+from profiler.diagnosis.where import describe, exception_locations, script_path
 from profiler.profile.model import Profile
 from profiler.profile.series import process_tree
 from profiler.units import format_bytes
@@ -71,7 +77,7 @@ def check(profile: Profile, config: DiagnosisConfig) -> list[Finding]:
     return []
 
 
-def _where(data: dict[str, Any]) -> str:
+def _when(data: dict[str, Any]) -> str:
     phase = data.get("phase")
     iteration = data.get("iteration")
     parts = []
@@ -96,9 +102,9 @@ def _from_exception(
     for key in ("requested", "free", "total", "allocated", "reserved_unallocated"):
         if isinstance(numbers.get(key), int):
             facts[f"{key}_bytes"] = numbers[key]
-    where = _where(data)
+    when = _when(data)
     if kind == "gpu":
-        title = "CUDA ran out of memory" + (f" {where}" if where else "")
+        title = "CUDA ran out of memory" + (f" {when}" if when else "")
         text = _gpu_text(numbers) or str(data.get("message", ""))[:200]
         fixes: tuple[str, ...] = (
             "smaller-batch",
@@ -112,7 +118,7 @@ def _from_exception(
             fixes = _first(("allocator-config",), fixes)
         plot = "gpu"
     else:
-        title = "The run ran out of RAM" + (f" {where}" if where else "")
+        title = "The run ran out of RAM" + (f" {when}" if when else "")
         exc_type = str(data.get("exc_type") or "error").removeprefix("builtins.")
         requested = numbers.get("requested")
         text = (
@@ -132,6 +138,9 @@ def _from_exception(
             text += ", on the first iteration"
         facts["request_share"] = round(share, 4)
         fixes = _first(("shorter-inputs", "activation-checkpointing"), fixes)
+    where = exception_locations(data, script_path(profile.info))
+    if where:  # the user's own line: the allocation that failed, or the call that led to it
+        text += f"; at {describe(where[0])}"
     steps = profile.steps
     start = t
     iterations = None
@@ -146,6 +155,7 @@ def _from_exception(
         explanation=EXPLANATION,
         evidence=Evidence(text, start, t, plot, iterations, facts),  # type: ignore[arg-type]
         fixes=fixes,
+        where=where,
     )
 
 

@@ -4,9 +4,10 @@ A run that stops with an uncaught exception, a non-zero exit status or a crash h
 what it was started for, and its profile covers only what happened before: a syntax error or a
 missing module leaves nothing but the interpreter starting up. Without this finding such a run
 would read "no problems found". The evidence is the error itself: its type and message, and
-where it was raised (the innermost frame of the recorded traceback, and the script's own frame
-when that differs; a SyntaxError names its file and line in the message, since Python reports
-it before any frame runs), or the exit status or signal when no exception was recorded.
+where: the innermost line of the user's own code on the recorded traceback, and the line that
+raised when that is elsewhere (in a library); a SyntaxError names its file and line in the
+message, since Python reports it before any frame runs. Without an exception, the exit status
+or signal. The finding's `where` holds the same places as Locations (profiler/diagnosis/where.py).
 
 Out-of-memory errors are the out-of-memory rule's. Runs stopped from outside (Ctrl+C, which
 raises KeyboardInterrupt; SIGINT, SIGTERM, SIGHUP; SIGKILL, which the out-of-memory rule reads
@@ -17,13 +18,24 @@ from __future__ import annotations
 
 import re
 import signal
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from profiler import protocol
 from profiler.diagnosis.config import DiagnosisConfig
-from profiler.diagnosis.finding import Evidence, Finding
+from profiler.diagnosis.finding import Evidence, Finding, Location
 from profiler.diagnosis.signals import final_exception, step_at
+from profiler.diagnosis.where import (
+    SYNTAX_ERRORS,
+    SYNTAX_WHERE,
+    Frame,
+    describe,
+    exception_locations,
+    parse_traceback,
+    script_path,
+    user_frame,
+)
 from profiler.profile.model import Profile
 
 RULE_ID = "run-failed"
@@ -46,11 +58,8 @@ CRASH_SIGNALS = {
     int(sig): sig.name
     for sig in (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGFPE, signal.SIGILL)
 }
-SYNTAX_ERRORS = ("SyntaxError", "IndentationError", "TabError")
 # Suffixes of files Python scripts are kept in; any other file run as a script is named.
 PYTHON_SUFFIXES = (".py", ".pyw", "")
-# "'(' was never closed (train.py, line 3)": where a SyntaxError is.
-_SYNTAX_WHERE = re.compile(r"\((?P<file>[^()]+), line (?P<line>\d+)\)\s*$")
 _MISSING_MODULE = re.compile(r"No module named '(?P<name>[^']+)'")
 MESSAGE_CHARS = 300
 
@@ -76,30 +85,9 @@ def _short_type(exc_type: object) -> str:
     return str(exc_type or "Exception").rsplit(".", 1)[-1]
 
 
-def _frames(data: dict[str, Any]) -> list[tuple[str, int | None, str, str]]:
-    """(file, line, function, source) per frame, outermost first; lists or objects alike."""
-    out = []
-    for frame in data.get("traceback") or []:
-        if isinstance(frame, dict):
-            values = [frame.get(k) for k in ("file", "line", "function", "source")]
-        elif isinstance(frame, list | tuple) and len(frame) >= 2:
-            values = [*frame, None, None][:4]
-        else:
-            continue
-        file, line, function, source = values
-        out.append(
-            (
-                str(file or "?"),
-                line if isinstance(line, int) else None,
-                str(function or ""),
-                str(source or "").strip(),
-            )
-        )
-    return out
-
-
-def _place(file: str, line: int | None) -> str:
-    return f"{Path(file).name}:{line}" if line is not None else Path(file).name
+def _place(frame: Frame) -> str:
+    name = Path(frame.file).name
+    return f"{name}:{frame.line}" if frame.line is not None else name
 
 
 def _work_done(profile: Profile, t: float) -> tuple[int, bool]:
@@ -122,31 +110,32 @@ def _from_exception(profile: Profile, t: float, data: dict[str, Any]) -> Finding
         "function": None,
         "exit_code": info.exit_code,
     }
-    frames = _frames(data)
-    syntax = _SYNTAX_WHERE.search(message) if exc_type in SYNTAX_ERRORS else None
+    script = script_path(info)
+    frames = parse_traceback(data.get("traceback"))
+    mine = user_frame(frames, script)
+    syntax = SYNTAX_WHERE.search(message) if exc_type in SYNTAX_ERRORS else None
     where = ""
     if syntax is not None:  # where the code does not parse, not where it was imported from
         facts.update(file=syntax["file"], line=int(syntax["line"]))
         message = message[: syntax.start()].rstrip()
         where = f" at {syntax['file']}:{syntax['line']}"
+        if mine is not None:
+            where += f" (from {_place(mine)})"
     elif frames:
-        file, line, function, source = frames[-1]
-        facts.update(file=file, line=line, function=function)
-        where = f" at {_place(file, line)}"
-        if function and function != "<module>":
-            where += f" in {function}()"
-        if source:
-            where += f": {source}"
-    script = Path(info.script).name if info.script else None
-    own = [f for f in frames if script and Path(f[0]).name == script]
-    if own and (syntax is not None or own[-1] != frames[-1]):
-        where += f" (from {_place(own[-1][0], own[-1][1])})"
+        innermost = frames[-1]
+        facts.update(file=innermost.file, line=innermost.line, function=innermost.function)
+        # The user's own line first: that is the one they can change.
+        where = f" at {describe((mine or innermost).location())}"
+        if mine is not None and mine != innermost:
+            where += f" (raised in {describe(replace(innermost.location(), code=None))})"
     done, worked = _work_done(profile, t)
     facts["iterations"] = done
     text = f"{exc_type}: {message}{where}" if message else f"{exc_type}{where}"
     fixes: tuple[str, ...] = ("fix-the-script-error",)
     missing = _MISSING_MODULE.search(message) if exc_type == "ModuleNotFoundError" else None
-    in_script = script is not None and Path(str(facts["file"] or "")).name == script
+    in_script = (
+        bool(info.script) and Path(str(facts["file"] or "")).name == Path(str(info.script)).name
+    )
     if missing is not None:
         module = missing["name"].split(".")[0]
         text += f"; {info.python or 'the interpreter'} has no {module} installed"
@@ -164,7 +153,8 @@ def _from_exception(profile: Profile, t: float, data: dict[str, Any]) -> Finding
         title = f"The script failed after {done} optimizer step{'s' * (done != 1)}: {exc_type}"
     else:
         title = f"The script failed: {exc_type}"
-    return _finding(profile, title, text, t, done, worked, facts, fixes)
+    locations = exception_locations(data, script)
+    return _finding(profile, title, text, t, done, worked, facts, fixes, locations)
 
 
 def _from_status(profile: Profile, what: str) -> Finding:
@@ -210,6 +200,7 @@ def _finding(
     worked: bool,
     facts: dict[str, Any],
     fixes: tuple[str, ...],
+    where: tuple[Location, ...] = (),
 ) -> Finding:
     start, iterations = t, None
     steps = profile.steps
@@ -223,4 +214,5 @@ def _finding(
         explanation=EXPLANATION_LATER if worked else EXPLANATION_EARLY,
         evidence=Evidence(text, start, t, None, iterations, facts),
         fixes=fixes,
+        where=where,
     )
