@@ -1,0 +1,1479 @@
+"""A census of live tensors and of the named things that hold them.
+
+What a memory timeline cannot say is *what* keeps the memory alive. A census answers it at one
+moment: every live tensor storage (found with gc.get_objects(), deduplicated by storage, so
+views count once), and for each one the named holder that reaches it first: a module global,
+a local of a running frame, an attribute (`Model.kept`), a class attribute, a closure cell, a
+mutable default argument. Holders carry a stable `id` (root kind, root name and path), so two
+censuses of one process can be diffed (diff()): the holder that grows is the leak.
+
+The walk goes downward from named roots, breadth-first, with one visited set: the globals of
+the user's modules (not the standard library, not site-packages, not memsight itself), then
+the locals of every thread's frames (sys._current_frames(), via f_locals; the user's frames
+before libraries', outermost first). From there it follows builtin containers, instance
+__dict__ and __slots__, class dictionaries of user classes, closure cells and defaults of user
+functions, bound methods, the locals of suspended generators, and nn.Module internals. A
+storage counts under the holder that
+reaches it in the fewest steps (ties: in that order of roots); a model's parameters, buffers
+and grads count under the model's holder (its whole tree of submodules is one step), and
+what an optimizer keys or lists them by is walked last. Attributes and short string keys of
+small dicts are named steps (`Log.entries[*]["acts"]`: `[*]` is any item of a list, tuple,
+set or large dict). A tensor with an autograd graph gets the graph walked afterwards: the
+saved tensors that no holder reaches directly are what the graph keeps alive (`total += loss`
+holds every iteration's activations through one 4-byte tensor); they count as that holder's
+grad_bytes. Tensors that gc finds but no root reaches (held by C++, by a library's globals,
+below the depth limit) are unattributed; what their graphs keep is one holder of kind "graph".
+
+Safety, since this runs inside the user's process:
+* No user code runs. Objects are read through the C-level descriptors of builtin types
+  (type.__dict__["__dict__"], dict.items, list.copy, member descriptors of __slots__), never
+  through getattr/isinstance on user objects, so no __getattr__, __getattribute__, __eq__,
+  __hash__, __len__, __iter__ or __class__ of theirs is called; visited sets hold ids. Tensor
+  subclasses' __torch_function__ is disabled for the census' own thread. Saved tensors are
+  read raw (SavedTensor.data), never unpacked: unpacking would run saved-tensor hooks, and
+  activation checkpointing's hook recomputes the forward.
+* Nothing is written. Python < 3.13 syncs a running function's fast locals into its
+  f_locals dict when that is read (as debuggers do); the dict then keeps those values until
+  the function returns or the next read re-syncs it.
+* Nothing is kept: the Census holds strings and ints only.
+* It is bounded: max_seconds (the clock is read every few hundred objects), a depth and an
+  object count; a census cut short says so (cost["partial"]). The garbage collector is off
+  during the census, so no collection (and no finalizer) runs inside its pause.
+Stdlib only; runs on the target's interpreter (Python 3.9+).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import gc
+import os
+import sys
+import threading
+import time
+import types
+import weakref
+from itertools import compress
+from typing import AbstractSet, Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
+
+SCHEMA = 1
+MAX_DEPTH = 12  # steps below a root (a model's whole tree of submodules is one step)
+MAX_OBJECTS = 2_000_000
+MAX_HOLDERS = 200  # in to_json(), largest first; the rest are summed in holders_left_out
+MAX_SHAPES = 5
+MAX_NAMED_STEPS = 6  # below this many named steps, the rest of a path folds into its holder
+MAX_NAMED_KEYS = 64  # a dict with more entries is a collection: its keys make no holders
+MAX_KEY_CHARS = 40
+CHECK_EVERY = 256  # objects between two readings of the clock
+
+# Every file of memsight (agent, protocol, units): its frames and modules are not the user's.
+_OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_OWN_PACKAGE = __name__.split(".")[0]
+_STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__)) + os.sep
+
+# The C descriptors of `type`: reading a class through them bypasses any metaclass.
+_class_dict: Callable[[type], Any] = type.__dict__["__dict__"].__get__
+_class_mro: Callable[[type], Tuple[type, ...]] = type.__dict__["__mro__"].__get__
+_class_name: Callable[[type], str] = type.__dict__["__name__"].__get__
+_class_qualname: Callable[[type], str] = type.__dict__["__qualname__"].__get__
+_class_module: Callable[[type], Any] = type.__dict__["__module__"].__get__
+_class_bases: Callable[[type], Tuple[type, ...]] = type.__dict__["__bases__"].__get__
+_class_flags: Callable[[type], int] = type.__dict__["__flags__"].__get__
+_module_type: Any = types.ModuleType
+_module_dict: Callable[[Any], Any] = _module_type.__dict__["__dict__"].__get__
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class statement's (or an extension's heap type)
+_is_tracked = gc.is_tracked  # untracked objects (ints, str, dicts of them) can hold no tensor
+
+# Kinds of object, by type (cached per census).
+(
+    K_SKIP,
+    K_TENSOR,
+    K_SEQ,
+    K_DICT,
+    K_INSTANCE,
+    K_NNMODULE,
+    K_CLASS,
+    K_FUNCTION,
+    K_METHOD,
+    K_GENERATOR,
+) = range(10)
+
+# A suspended generator's (coroutine's) frame: its locals are holders, as a running frame's.
+_SUSPENDED_FRAME: Dict[type, Callable[[Any], Any]] = {
+    tp: vars(tp)[name].__get__
+    for tp, name in (
+        (types.GeneratorType, "gi_frame"),
+        (types.CoroutineType, "cr_frame"),
+        (types.AsyncGeneratorType, "ag_frame"),
+    )
+}
+_SKIP_TYPES: Tuple[type, ...] = (
+    types.ModuleType,  # a user module is a root of its own; a library's is not walked
+    types.FrameType,
+    types.TracebackType,
+    types.CodeType,
+    types.BuiltinFunctionType,
+    types.MethodWrapperType,
+    types.WrapperDescriptorType,
+    types.MethodDescriptorType,
+    types.GetSetDescriptorType,
+    types.MemberDescriptorType,
+    types.MappingProxyType,
+    types.CellType,
+    property,
+    weakref.ref,  # weak references keep nothing alive (WeakMethod, KeyedRef are refs too)
+    weakref.ProxyType,
+    weakref.CallableProxyType,
+)
+# Base-type iteration in C, whatever a subclass overrides; list() of it is atomic under the GIL.
+_SEQ_ITER: Tuple[Tuple[type, Callable[[Any], Iterable[Any]]], ...] = (
+    (list, list.copy),
+    (tuple, tuple.__iter__),
+    (set, lambda o: list(set.__iter__(o))),
+    (frozenset, frozenset.__iter__),
+    (collections.deque, lambda o: list(collections.deque.__iter__(o))),
+)
+# Exactly these types: their gc referents are their items (a subclass' include its __dict__).
+_PLAIN_SEQUENCES = frozenset({list, tuple, set, frozenset, collections.deque})
+# nn.Module's own bookkeeping (torch 2.x): not the user's attributes, so no holders of their own.
+_MODULE_INTERNALS = frozenset(
+    {
+        "_non_persistent_buffers_set",
+        "_backward_pre_hooks",
+        "_backward_hooks",
+        "_is_full_backward_hook",
+        "_forward_hooks",
+        "_forward_hooks_with_kwargs",
+        "_forward_hooks_always_called",
+        "_forward_pre_hooks",
+        "_forward_pre_hooks_with_kwargs",
+        "_state_dict_hooks",
+        "_state_dict_pre_hooks",
+        "_load_state_dict_pre_hooks",
+        "_load_state_dict_post_hooks",
+        "_compiled_call_impl",
+        "_version",
+        "_metadata",
+    }
+)
+
+
+def safe_to_run(torch: Any) -> bool:
+    """False while torch.compile traces the calling code: a census there would be traced."""
+    # sys.modules, not getattr(torch, ...): torch imports torch._dynamo lazily, and a census
+    # check must not import it.
+    for name in ("torch.compiler", "torch._dynamo"):
+        module = sys.modules.get(name)
+        is_compiling = getattr(module, "is_compiling", None) if module is not None else None
+        if is_compiling is None:
+            continue
+        try:
+            if is_compiling():
+                return False
+        except Exception:
+            return False
+    return True
+
+
+class Census:
+    """The result: strings and ints only (to_json() gives it as event data).
+
+    to_json():
+      schema: 1
+      tensors: live storages, each once: count, bytes; objects (Python tensors gc found);
+        graph_count, graph_bytes (storages only autograd graphs have); by_device and by_dtype
+        ({"cuda:0": {"count", "bytes"}}, {"float32": {...}}).
+      holders: largest first (bytes + grad_bytes), at most max_holders, each:
+        id: stable across censuses of a process: "<kind>:<where>:<path>", e.g.
+          "global:__main__:trainer.model.kept", "local:<file>:<function>:<first line>:acts",
+          "class:<module>:<Class>.attr", "closure:<file>:<function>:<first line>:total"
+        name: as shown: "kept", "Model.kept", 'history["train"]', "cell total"
+        kind: "global", "local", "attribute", "class attribute", "closure", "default", "graph"
+        container: type name of what the name holds ("list", "dict", "Tensor", "Model")
+        owner: module (global), function (local, closure, default), class (attributes)
+        function, first_line: the function and its first line (local, closure, default)
+        file, line: where it lives (a local: the frame's current line; a global: the module's
+          file, line None; an attribute: the class's module file)
+        thread: the thread's name (local)
+        root: the variable, attribute or cell name the holder starts at ("kept", "entries")
+        path: the full path from the root binding: log.entries[*]["acts"]
+        count: tensors reached through it; storages, bytes: storages first reached through
+          it (views of one storage count once); with_graph: its tensors that have grad_fn;
+          grad_storages, grad_bytes: saved tensors that only those graphs keep
+        devices, dtypes: names; shapes: up to 5 distinct
+      holders_left_out: holders, count, bytes, grad_bytes of the holders past max_holders
+      unattributed_bytes, unattributed_count: storages of tensors gc found and no root
+        reaches; None when the census is partial (not known then)
+      cost: wall_us, cpu_us (the census' thread), objects (walked), graph_nodes, errors
+        (objects that could not be read), partial, stopped_by ("time", "objects" or None)
+    """
+
+    def __init__(
+        self,
+        tensors: Dict[str, Any],
+        holders: List[Dict[str, Any]],
+        holders_left_out: Dict[str, int],
+        unattributed_bytes: Optional[int],
+        unattributed_count: Optional[int],
+        cost: Dict[str, Any],
+    ) -> None:
+        self.tensors = tensors
+        self.holders = holders
+        self.holders_left_out = holders_left_out
+        self.unattributed_bytes = unattributed_bytes
+        self.unattributed_count = unattributed_count
+        self.cost = cost
+
+    @property
+    def partial(self) -> bool:
+        return bool(self.cost.get("partial"))
+
+    def to_json(self) -> Dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "tensors": self.tensors,
+            "holders": self.holders,
+            "holders_left_out": self.holders_left_out,
+            "unattributed_bytes": self.unattributed_bytes,
+            "unattributed_count": self.unattributed_count,
+            "cost": self.cost,
+        }
+
+
+def take_census(
+    torch: Any,
+    *,
+    max_seconds: float = 0.2,
+    skip_frames: AbstractSet[int] = frozenset(),
+    exclude_threads: AbstractSet[int] = frozenset(),
+    max_depth: int = MAX_DEPTH,
+    max_objects: int = MAX_OBJECTS,
+    max_holders: int = MAX_HOLDERS,
+) -> Census:
+    """Live tensor storages and their holders, now.
+
+    skip_frames: ids of frames whose locals are not roots; exclude_threads: thread idents whose
+    stacks are not walked (the agent's own thread, when the census runs there). The census'
+    own frames (memsight's files) are always skipped.
+    """
+    walker = _Walker(torch, max_seconds, max_depth, max_objects)
+    # No collection inside the pause: one triggered by the census' own allocations would walk
+    # every object again, and run finalizers (the user's __del__) in the middle of the walk.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        walker.run(skip_frames, exclude_threads)
+        return walker.result(max_holders)
+    finally:
+        if collecting:
+            gc.enable()
+        walker.release()
+
+
+def diff(before: Dict[str, Any], after: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """Per holder id, what changed between two census JSONs: largest growth first.
+
+    A holder new in `after` grows from zero; one gone from it shrinks to zero. Holders that did
+    not change are left out.
+    """
+    old = _holders_by_id(before)
+    new = _holders_by_id(after)
+    rows = []
+    for hid in list(new) + [i for i in old if i not in new]:
+        a, b = old.get(hid), new.get(hid)
+        ref = b if b is not None else a
+        assert ref is not None
+        row: Dict[str, Any] = {
+            k: ref.get(k) for k in ("id", "name", "kind", "container", "owner", "file", "line")
+        }
+        for field in ("count", "bytes", "grad_bytes", "with_graph"):
+            now, then = _int(b, field), _int(a, field)
+            row[field] = now
+            row[field + "_delta"] = now - then
+        row["new"] = a is None
+        row["gone"] = b is None
+        if row["count_delta"] or row["bytes_delta"] or row["grad_bytes_delta"]:
+            rows.append(row)
+    rows.sort(
+        key=lambda r: (-(r["bytes_delta"] + r["grad_bytes_delta"]), -r["count_delta"], r["id"])
+    )
+    return rows
+
+
+def _holders_by_id(census: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
+    found: Dict[str, Dict[str, Any]] = {}
+    for h in census.get("holders") or []:
+        if isinstance(h, dict) and isinstance(h.get("id"), str):
+            found.setdefault(h["id"], h)
+    return found
+
+
+def _int(holder: Optional[Dict[str, Any]], field: str) -> int:
+    value = holder.get(field) if holder is not None else None
+    return value if isinstance(value, int) else 0
+
+
+class _Holder:
+    """One named holder, and what was attributed to it."""
+
+    __slots__ = (
+        "bytes",
+        "container",
+        "count",
+        "devices",
+        "dtypes",
+        "file",
+        "first_line",
+        "function",
+        "grad_bytes",
+        "grad_storages",
+        "id",
+        "kind",
+        "line",
+        "name",
+        "owner",
+        "path",
+        "root",
+        "shapes",
+        "storages",
+        "thread",
+        "with_graph",
+    )
+
+    def __init__(self, ctx: _Ctx) -> None:
+        self.id = ctx.root + ctx.path
+        self.kind = ctx.kind
+        self.name = ctx.name
+        self.root = ctx.anchor
+        self.path = ctx.path
+        self.container = ctx.container
+        self.owner = ctx.owner
+        self.function = ctx.function
+        self.file = ctx.file
+        self.line = ctx.line
+        self.first_line = ctx.first_line
+        self.thread = ctx.thread
+        self.count = self.storages = self.bytes = 0
+        self.grad_storages = self.grad_bytes = self.with_graph = 0
+        self.devices: Set[str] = set()
+        self.dtypes: Set[str] = set()
+        self.shapes: List[Tuple[int, ...]] = []
+
+    def to_json(self) -> Dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "kind": self.kind,
+            "container": self.container,
+            "owner": self.owner,
+            "function": self.function,
+            "file": self.file,
+            "line": self.line,
+            "first_line": self.first_line,
+            "thread": self.thread,
+            "root": self.root,
+            "path": self.path,
+            "count": self.count,
+            "storages": self.storages,
+            "bytes": self.bytes,
+            "grad_bytes": self.grad_bytes,
+            "grad_storages": self.grad_storages,
+            "with_graph": self.with_graph,
+            "devices": sorted(self.devices),
+            "dtypes": sorted(self.dtypes),
+            "shapes": [list(s) for s in self.shapes],
+        }
+
+
+class _Ctx:
+    """Where an object was reached: the holder it counts under, and the path to name its
+    children. Anonymous positions (list items, set members, dict entries not named by a short
+    string key) keep their parent's holder; named steps (attributes, string keys) start one."""
+
+    __slots__ = (
+        "anchor",
+        "anon",
+        "base",
+        "container",
+        "file",
+        "first_line",
+        "function",
+        "holder",
+        "keys",
+        "kids",
+        "kind",
+        "line",
+        "name",
+        "named",
+        "owner",
+        "path",
+        "root",
+        "thread",
+        "variant",
+    )
+
+    def __init__(
+        self,
+        root: str,
+        path: str,
+        name: str,
+        kind: str,
+        anchor: str,
+        container: str,
+        owner: Optional[str] = None,
+        file: Optional[str] = None,
+        line: Optional[int] = None,
+        function: Optional[str] = None,
+        first_line: Optional[int] = None,
+        thread: Optional[str] = None,
+        named: int = 0,
+    ) -> None:
+        self.root = root  # id prefix: root kind and where the root lives
+        self.path = path  # from the root binding: trainer.model.kept[*]["x"]
+        self.name = name  # as shown: Model.kept, history["train"], cell total
+        self.kind = kind
+        self.anchor = anchor  # the variable, attribute or cell name the holder starts at
+        self.container = container
+        self.owner = owner
+        self.file = file
+        self.line = line
+        self.function = function
+        self.first_line = first_line
+        self.thread = thread
+        self.named = named
+        self.anon = False
+        self.base: _Ctx = self  # the context whose holder this one counts under
+        self.holder: Optional[_Holder] = None
+        self.kids: Optional[Dict[str, _Ctx]] = None  # attribute children, by name
+        self.keys: Optional[Dict[str, _Ctx]] = None  # dict-key children, by key
+        self.variant: Optional[_Ctx] = None
+
+    def anonymous(self) -> _Ctx:
+        """The same holder, one unnamed position further down."""
+        if self.anon:
+            return self
+        v = self.variant
+        if v is None:
+            v = self.variant = self._copy(self.path)
+            v.anon = True
+        return v
+
+    def within(self, step: str) -> _Ctx:
+        """The same holder, the path one named step further (a submodule of a model)."""
+        kids = self.kids
+        if kids is None:
+            kids = self.kids = {}
+        v = kids.get("\0" + step)  # apart from attribute names, the other entries
+        if v is None:
+            v = kids["\0" + step] = self._copy(self.path + ("[*]" if self.anon else "") + step)
+        return v
+
+    def _copy(self, path: str) -> _Ctx:
+        v = _Ctx(
+            self.root,
+            path,
+            self.name,
+            self.kind,
+            self.anchor,
+            self.container,
+            self.owner,
+            self.file,
+            self.line,
+            self.function,
+            self.first_line,
+            self.thread,
+            self.named,
+        )
+        v.base = self.base
+        return v
+
+
+class _TypeInfo:
+    __slots__ = ("dict_get", "items", "kind", "module", "name", "optimizer", "slots", "user")
+
+    def __init__(self, kind: int, name: str, module: Optional[str]) -> None:
+        self.kind = kind
+        self.name = name
+        self.module = module
+        self.items: Optional[Callable[[Any], Iterable[Any]]] = None
+        self.dict_get: Optional[Callable[[Any], Any]] = None
+        # (attribute name, getter, named): slots of Python classes are named holders
+        self.slots: List[Tuple[str, Callable[[Any], Any], bool]] = []
+        self.user = False  # defined in the user's code: its class attributes are walked too
+        self.optimizer = False  # a torch.optim.Optimizer
+
+
+_TensorInfo = Tuple[Tuple[str, int], int, str, str]  # storage key, bytes, device, dtype
+
+
+class _Walker:
+    def __init__(self, torch: Any, max_seconds: float, max_depth: int, max_objects: int) -> None:
+        self.started = time.perf_counter()
+        self.cpu_started = time.thread_time()
+        self.deadline = self.started + max(0.0, max_seconds)
+        self.max_depth = max_depth
+        self.max_objects = max_objects
+        self.torch = torch
+        c = getattr(torch, "_C", None)
+        self.tensor_base: type = getattr(c, "TensorBase", None) or getattr(
+            c, "_TensorBase", torch.Tensor
+        )
+        tb = self.tensor_base.__dict__
+        self.storage_of = tb["untyped_storage"]
+        self.grad_fn_of = tb["grad_fn"].__get__
+        self.grad_of = tb["grad"].__get__
+        self.is_leaf = tb["is_leaf"].__get__
+        self.device_of = tb["device"].__get__
+        self.dtype_of = tb["dtype"].__get__
+        self.shape_of = tb["shape"].__get__
+        nn = getattr(torch, "nn", None)
+        self.nn_module: Optional[type] = getattr(nn, "Module", None)
+        self.optimizer: Optional[type] = getattr(getattr(torch, "optim", None), "Optimizer", None)
+        # Attributes of these are not read: the user rarely sets any, and reading __dict__
+        # would make one for every tensor.
+        self.plain_tensor_types = {self.tensor_base, torch.Tensor, getattr(nn, "Parameter", None)}
+        self.no_torch_function: Callable[[], Any] = getattr(
+            c, "DisableTorchFunctionSubclass", contextlib.nullcontext
+        )
+
+        self.types: Dict[type, _TypeInfo] = {}
+        self.user_modules: Dict[str, bool] = {}
+        self.library_files: Dict[str, bool] = {}
+        self.module_files: Dict[str, Optional[str]] = {}
+        self.device_names: Dict[Any, str] = {}
+        self.dtype_names: Dict[Any, str] = {}
+        self.node_layouts: Dict[
+            type, Tuple[List[Callable[[Any], Any]], Optional[Callable[[Any], Any]]]
+        ] = {}
+
+        self.visited: Set[int] = set()
+        self.next_objs: List[Any] = []
+        self.next_ctxs: List[_Ctx] = []
+        self.tensors: List[Any] = []  # found by gc; kept for the census so their ids hold
+        self.infos: Dict[int, _TensorInfo] = {}  # id(tensor) -> info
+        self.storages: Dict[Tuple[str, int], Tuple[int, str, str]] = {}  # key -> bytes, dev, dt
+        self.graph_only: Set[Tuple[str, int]] = set()
+        self.claimed: Set[Tuple[str, int]] = set()
+        self.holders: Dict[str, _Holder] = {}
+        self.graphs: List[Tuple[Any, _Ctx]] = []
+        self.deferred: List[Tuple[Any, _Ctx]] = []
+        self.graph_seen: Dict[int, Any] = {}
+        self.objects = 0
+        self.graph_nodes = 0
+        self.errors = 0
+        self.stopped: Optional[str] = None
+
+    # -- the run -------------------------------------------------------------------------------
+
+    def run(self, skip_frames: AbstractSet[int], exclude_threads: AbstractSet[int]) -> None:
+        with self.no_torch_function():
+            self.find_tensors()
+            if self.over_budget():
+                return
+            objs: List[Any] = []
+            ctxs: List[_Ctx] = []
+            self.next_objs, self.next_ctxs = objs, ctxs
+            self.global_roots()
+            self.frame_roots(skip_frames, exclude_threads)
+            self.walk(objs, ctxs)
+            while self.deferred and self.stopped is None:
+                later, self.deferred = self.deferred, []
+                objs, ctxs = [], []
+                self.next_objs, self.next_ctxs = objs, ctxs
+                for obj, ctx in later:
+                    self.push(obj, ctx)
+                self.walk(objs, ctxs)
+            if self.stopped is None:
+                self.walk_graphs()
+
+    def over_budget(self) -> bool:
+        if self.stopped is not None:
+            return True
+        if time.perf_counter() >= self.deadline:
+            self.stopped = "time"
+        elif self.objects >= self.max_objects:
+            self.stopped = "objects"
+        return self.stopped is not None
+
+    def release(self) -> None:
+        """Drop every reference to the process' objects."""
+        self.tensors = []
+        self.graphs = []
+        self.graph_seen = {}
+        self.deferred = []
+        self.next_objs = []
+        self.infos = {}
+        self.types = {}
+        self.node_layouts = {}
+        self.device_names = {}
+        self.dtype_names = {}
+
+    # -- tensors -------------------------------------------------------------------------------
+
+    def find_tensors(self) -> None:
+        tensor_types = _subclasses(self.tensor_base)
+        objs = gc.get_objects()
+        # By exact type, and in C (map, compress): no isinstance(), which would read the
+        # __class__ of every object (a property of the user's, maybe), and no Python loop.
+        self.tensors = list(compress(objs, map(tensor_types.__contains__, map(type, objs))))
+        del objs
+        for t in self.tensors:
+            self.infos[id(t)] = self.info(t)
+
+    def is_tensor_type(self, tp: type) -> bool:
+        try:
+            return issubclass(tp, self.tensor_base)
+        except Exception:
+            return False
+
+    def info(self, t: Any, record: bool = True) -> _TensorInfo:
+        try:
+            device = self.device_of(t)
+            dev = self.device_names.get(device)
+            if dev is None:
+                dev = self.device_names[device] = str(device)
+            dtype = self.dtype_of(t)
+            dt = self.dtype_names.get(dtype)
+            if dt is None:
+                dt = self.dtype_names[dtype] = str(dtype).replace("torch.", "")
+        except Exception:
+            dev, dt = "?", "?"
+        try:
+            storage = self.storage_of(t)
+            ptr = int(storage.data_ptr())
+            nbytes = int(storage.nbytes()) if ptr else 0  # meta and empty storages hold nothing
+        except Exception:  # sparse, nested, wrapper subclasses: no plain storage
+            ptr, nbytes = 0, 0
+        key = (dev, ptr) if ptr else ("", id(t))
+        if record and key not in self.storages:
+            self.storages[key] = (nbytes, dev, dt)
+        return key, nbytes, dev, dt
+
+    def attribute(self, t: Any, ctx: _Ctx, ti: _TypeInfo) -> None:
+        """A tensor reached from a root: it counts under ctx's holder."""
+        info = self.infos.get(id(t))
+        if info is None:  # created after gc.get_objects() ran
+            info = self.infos[id(t)] = self.info(t)
+            self.tensors.append(t)
+        base = ctx.base
+        h = base.holder
+        if h is None:
+            h = self.holder_for(base)
+        h.count += 1
+        key = info[0]
+        if key not in self.claimed:
+            self.claimed.add(key)
+            h.storages += 1
+            h.bytes += info[1]
+        h.devices.add(info[2])
+        h.dtypes.add(info[3])
+        if len(h.shapes) < MAX_SHAPES:
+            try:
+                shape = tuple(int(n) for n in self.shape_of(t))
+            except Exception:
+                shape = ()
+            if shape not in h.shapes:
+                h.shapes.append(shape)
+        try:
+            grad_fn = self.grad_fn_of(t)
+            # .grad of a non-leaf warns (and is None): read it on leaves only.
+            grad = None if grad_fn is not None or not self.is_leaf(t) else self.grad_of(t)
+        except Exception:
+            return
+        if grad_fn is not None:
+            h.with_graph += 1
+            self.graphs.append((grad_fn, base))
+        if grad is not None:
+            self.push(grad, ctx.anonymous())
+        if ti.dict_get is not None:
+            # A tensor subclass' attributes: a wrapper's real data (DTensor's local tensor).
+            namespace = ti.dict_get(t)
+            if issubclass(type(namespace), dict):
+                self.push_all(list(dict.values(namespace)), ctx.anonymous())
+
+    def holder_for(self, base: _Ctx) -> _Holder:
+        hid = base.root + base.path
+        h = self.holders.get(hid)
+        if h is None:  # the same function in two frames, one object reached twice: one holder
+            h = self.holders[hid] = _Holder(base)
+        base.holder = h
+        return h
+
+    # -- roots ---------------------------------------------------------------------------------
+
+    def defer(self, obj: Any, ctx: _Ctx) -> None:
+        """Reach obj only after everything else: what holds it here is rarely what names it.
+        A tensor used as a dict key (an optimizer's state is keyed by the model's
+        parameters), an optimizer's param_groups: the model should claim those."""
+        self.deferred.append((obj, ctx))
+
+    def push(self, obj: Any, ctx: _Ctx) -> None:
+        i = id(obj)
+        if i not in self.visited:
+            self.visited.add(i)
+            self.next_objs.append(obj)
+            self.next_ctxs.append(ctx)
+
+    def global_roots(self) -> None:
+        for modname, module in list(sys.modules.items()):
+            if type(modname) is not str or not issubclass(type(module), types.ModuleType):
+                continue
+            try:
+                namespace = _module_dict(module)
+            except Exception:
+                continue
+            if type(namespace) is not dict or not self.is_user_module(modname, namespace):
+                continue
+            file = namespace.get("__file__")
+            file = file if type(file) is str else None
+            root = "global:" + modname + ":"
+            for name, value in list(dict.items(namespace)):
+                if type(name) is not str or _dunder(name) or not _is_tracked(value):
+                    continue
+                if id(value) in self.visited:
+                    continue
+                ctx = _Ctx(root, name, name, "global", name, self.type_name(value), modname, file)
+                self.push(value, ctx)
+
+    def is_user_module(self, modname: str, namespace: Dict[str, Any]) -> bool:
+        if modname == "__main__":
+            return True
+        if _own(modname):
+            return False
+        file = namespace.get("__file__")
+        return type(file) is str and not self.is_library_file(file)
+
+    def is_library_file(self, path: str) -> bool:
+        known = self.library_files.get(path)
+        if known is None:
+            known = self.library_files[path] = (
+                path.startswith("<frozen")
+                or path.startswith(_STDLIB_DIR)
+                or path.startswith(_OWN_DIR)
+                or "site-packages" in path
+                or "dist-packages" in path
+            )
+        return known
+
+    def frame_roots(self, skip_frames: AbstractSet[int], exclude_threads: AbstractSet[int]) -> None:
+        names = _thread_names()
+        try:
+            main = threading.main_thread().ident
+        except Exception:
+            main = None
+        current = sys._current_frames()
+        order = sorted(current, key=lambda ident: (ident != main, ident))
+        stacks: List[Tuple[Optional[str], List[types.FrameType]]] = []
+        for ident in order:
+            if ident in exclude_threads:
+                continue
+            chain = []
+            frame: Optional[types.FrameType] = current[ident]
+            while frame is not None:
+                chain.append(frame)
+                frame = frame.f_back
+            chain.reverse()  # outermost first: the loop's frame claims before a callee's
+            stacks.append((names.get(ident), chain))
+        del current
+        # The user's frames first, then libraries' (a trainer's loop holding the model).
+        for library in (False, True):
+            for thread, chain in stacks:
+                for frame in chain:
+                    code = frame.f_code
+                    file = code.co_filename
+                    if id(frame) in skip_frames or file.startswith(_OWN_DIR):
+                        continue
+                    if self.is_library_file(file) is library:
+                        self.frame_locals(frame, code, file, thread)
+
+    def frame_locals(
+        self, frame: types.FrameType, code: types.CodeType, file: str, thread: Optional[str]
+    ) -> None:
+        try:
+            namespace: Any = frame.f_locals
+            if namespace is frame.f_globals:
+                return  # module level: its globals are roots already (if the user's)
+            items = list(dict.items(namespace) if type(namespace) is dict else namespace.items())
+        except Exception:
+            return
+        function = getattr(code, "co_qualname", code.co_name)
+        first = code.co_firstlineno
+        root = "local:" + file + ":" + function + ":" + str(first) + ":"
+        line = frame.f_lineno
+        for name, value in items:
+            if type(name) is not str or not _is_tracked(value) or id(value) in self.visited:
+                continue
+            ctx = _Ctx(
+                root,
+                name,
+                name,
+                "local",
+                name,
+                self.type_name(value),
+                function,
+                file,
+                line,
+                function,
+                first,
+                thread,
+            )
+            self.push(value, ctx)
+
+    # -- the walk ------------------------------------------------------------------------------
+
+    def walk(self, objs: List[Any], ctxs: List[_Ctx]) -> None:
+        """Breadth-first, one layer of objects at a time. The common objects (builtin lists,
+        tuples, sets and dicts) are handled inline: 10^5 of them must cost milliseconds."""
+        visited = self.visited
+        tracked = _is_tracked
+        depth = 0
+        while objs:
+            expand = depth < self.max_depth
+            nobjs: List[Any] = []
+            nctxs: List[_Ctx] = []
+            self.next_objs, self.next_ctxs = nobjs, nctxs
+            batch: List[Any] = []  # plain sequences in a row under one context
+            batch_ctx: Optional[_Ctx] = None
+            n = self.objects
+            for i, obj in enumerate(objs):  # zip(strict=) is 3.10+, the agent runs on 3.9
+                n += 1
+                if not n % CHECK_EVERY:
+                    self.objects = n
+                    if self.over_budget():
+                        return
+                ctx = ctxs[i]
+                tp = type(obj)
+                if tp in _PLAIN_SEQUENCES:
+                    if not expand:
+                        continue
+                    anon = ctx if ctx.anon else ctx.anonymous()
+                    if anon is not batch_ctx or len(batch) >= 4096:
+                        self.sequences(batch, batch_ctx)
+                        batch, batch_ctx = [], anon
+                    batch.append(obj)
+                    continue
+                try:
+                    if tp is dict and expand:
+                        items = list(dict.items(obj))  # atomic under the GIL
+                        named = ctx.named < MAX_NAMED_STEPS and len(items) <= MAX_NAMED_KEYS
+                        anon = ctx if ctx.anon else ctx.anonymous()
+                        for key, value in items:
+                            if tracked(key) and id(key) not in visited:
+                                self.defer(key, anon)
+                            if not tracked(value) or id(value) in visited:
+                                continue
+                            if type(value) in _PLAIN_SEQUENCES and not any(map(tracked, value)):
+                                n += 1  # a list of numbers or strings: nothing below it
+                                continue
+                            visited.add(id(value))
+                            nobjs.append(value)
+                            child = None
+                            if named and type(key) is str:
+                                keys = ctx.keys
+                                child = keys.get(key) if keys is not None else None
+                                if child is None:
+                                    child = self.key_child(ctx, key, value)
+                            nctxs.append(child if child is not None else anon)
+                    else:
+                        self.visit(obj, ctx, expand)
+                except Exception:  # an object that changed under the walk, a broken one
+                    self.errors += 1
+            self.objects = n
+            self.sequences(batch, batch_ctx)
+            objs, ctxs = nobjs, nctxs
+            depth += 1
+
+    def sequences(self, batch: List[Any], ctx: Optional[_Ctx]) -> None:
+        """Items of plain lists, tuples, sets and deques, all under one context: their
+        referents are exactly their items, gathered in C in one call."""
+        if not batch or ctx is None:
+            return
+        # Lists and tuples report their items last to first: both reversals give them in order.
+        batch.reverse()
+        self.push_all(reversed(gc.get_referents(*batch)), ctx)
+
+    def visit(self, obj: Any, ctx: _Ctx, expand: bool) -> None:
+        tp = type(obj)
+        ti = self.types.get(tp)
+        if ti is None:
+            ti = self.classify(tp)
+        kind = ti.kind
+        if kind == K_TENSOR:
+            self.attribute(obj, ctx, ti)
+        elif not expand or kind == K_SKIP:
+            return
+        elif kind == K_SEQ:
+            assert ti.items is not None
+            self.push_all(ti.items(obj), ctx.anonymous())
+            if ti.dict_get is not None or ti.slots:
+                self.instance(obj, tp, ti, ctx)
+        elif kind == K_DICT:
+            self.mapping(obj, ctx)
+            if ti.dict_get is not None or ti.slots:
+                self.instance(obj, tp, ti, ctx)
+        elif kind == K_INSTANCE:
+            self.instance(obj, tp, ti, ctx)
+        elif kind == K_NNMODULE:
+            self.nn_module_(obj, tp, ti, ctx)
+        elif kind == K_CLASS:
+            self.klass(obj, ctx)
+        elif kind == K_FUNCTION:
+            self.function(obj)
+        elif kind == K_METHOD:
+            anon = ctx.anonymous()
+            self.push(obj.__self__, anon)
+            self.push(obj.__func__, anon)
+        elif kind == K_GENERATOR:
+            frame = _SUSPENDED_FRAME[tp](obj)  # None once it has finished
+            if frame is not None:
+                code = frame.f_code
+                file = code.co_filename
+                if not self.is_library_file(file):
+                    self.frame_locals(frame, code, file, None)
+
+    def push_all(self, items: Iterable[Any], ctx: _Ctx) -> None:
+        visited = self.visited
+        objs, ctxs = self.next_objs, self.next_ctxs
+        tracked = _is_tracked
+        for child in filter(tracked, items):
+            i = id(child)
+            if i not in visited:
+                if type(child) in _PLAIN_SEQUENCES and not any(map(tracked, child)):
+                    self.objects += 1  # a list of numbers or strings: nothing below it
+                    continue
+                visited.add(i)
+                objs.append(child)
+                ctxs.append(ctx)
+
+    def mapping(self, d: Any, ctx: _Ctx) -> None:
+        """A dict subclass (OrderedDict, defaultdict, the user's): read as a plain dict."""
+        items = list(dict.items(d))  # atomic under the GIL; no __iter__/items of a subclass
+        named = ctx.named < MAX_NAMED_STEPS and len(items) <= MAX_NAMED_KEYS
+        anon = ctx.anonymous()
+        visited = self.visited
+        for key, value in items:
+            if _is_tracked(key) and id(key) not in visited:
+                self.defer(key, anon)
+            if not _is_tracked(value) or id(value) in visited:
+                continue
+            child = self.key_child(ctx, key, value) if named and type(key) is str else None
+            self.push(value, child if child is not None else anon)
+
+    def instance(self, obj: Any, tp: type, ti: _TypeInfo, ctx: _Ctx) -> None:
+        if ti.dict_get is not None:
+            try:
+                namespace = ti.dict_get(obj)
+            except Exception:
+                namespace = None
+            if namespace is not None and issubclass(type(namespace), dict):
+                self.attributes(list(dict.items(namespace)), ti, ctx)
+        for name, get, named in ti.slots:
+            try:
+                value = get(obj)
+            except Exception:  # an unset slot
+                continue
+            if _is_tracked(value) and id(value) not in self.visited:
+                child = self.attribute_child(ctx, name, value, ti) if named else None
+                self.push(value, child if child is not None else ctx.anonymous())
+        if ti.user and id(tp) not in self.visited:
+            self.push(tp, ctx)  # its class attributes
+
+    def attributes(self, items: List[Tuple[Any, Any]], ti: _TypeInfo, ctx: _Ctx) -> None:
+        visited = self.visited
+        for name, value in items:
+            if not _is_tracked(value) or id(value) in visited:
+                continue
+            child = self.attribute_child(ctx, name, value, ti) if type(name) is str else None
+            if ti.optimizer and name == "param_groups":
+                self.defer(value, child if child is not None else ctx.anonymous())
+            else:
+                self.push(value, child if child is not None else ctx.anonymous())
+
+    def attribute_child(self, ctx: _Ctx, name: str, value: Any, ti: _TypeInfo) -> Optional[_Ctx]:
+        """The holder of attribute `name` of an object of type ti reached through ctx:
+        `Model.kept`, named after the class, of kind "attribute". None past the named steps'
+        limit (the value then counts under ctx's holder)."""
+        if ctx.named >= MAX_NAMED_STEPS:
+            return None
+        kids = ctx.kids
+        if kids is None:
+            kids = ctx.kids = {}
+        child = kids.get(name)
+        if child is None:
+            child = kids[name] = _Ctx(
+                ctx.root,
+                ctx.path + ("[*]" if ctx.anon else "") + "." + name,
+                ti.name + "." + name,
+                "attribute",
+                name,
+                self.type_name(value),
+                ti.name,
+                self.module_file(ti.module),
+                named=ctx.named + 1,
+            )
+        return child
+
+    def key_child(self, ctx: _Ctx, key: str, value: Any) -> Optional[_Ctx]:
+        """The holder of a short string key of a small dict reached through ctx:
+        `history["train"]`, with ctx's kind and place, its name showing the path."""
+        if ctx.named >= MAX_NAMED_STEPS or len(key) > MAX_KEY_CHARS:
+            return None
+        keys = ctx.keys
+        if keys is None:
+            keys = ctx.keys = {}
+        child = keys.get(key)
+        if child is None:
+            step = ("[*]" if ctx.anon else "") + _subscript(key)
+            child = keys[key] = ctx._copy(ctx.path + step)
+            child.base = child
+            child.name = ctx.name + step
+            child.container = self.type_name(value)
+            child.named = ctx.named + 1
+        return child
+
+    def nn_module_(self, obj: Any, tp: type, ti: _TypeInfo, ctx: _Ctx) -> None:
+        """A model: the parameters and buffers (and grads) of its whole tree of submodules
+        count under the holder that reached it, all one step below it, so that they are the
+        model's before an optimizer's state reaches them; attributes the user set on any of
+        its modules are holders of their own (`Block.cache`, path model.blocks.0.cache)."""
+        anon = ctx.anonymous()
+        tree = [(obj, tp, ti, ctx)]
+        for module, mtp, mti, mctx in tree:  # grows while it is read: breadth-first
+            if mti.dict_get is None:
+                continue
+            rest = []
+            for name, value in list(dict.items(mti.dict_get(module))):
+                if not _is_tracked(value):
+                    continue
+                if name in ("_parameters", "_buffers") and issubclass(type(value), dict):
+                    self.push_all(list(dict.values(value)), anon)
+                elif name == "_modules" and issubclass(type(value), dict):
+                    for sub, child in list(dict.items(value)):
+                        if not _is_tracked(child) or type(sub) is not str:
+                            continue
+                        if id(child) in self.visited:
+                            continue
+                        ctp = type(child)
+                        cti = self.types.get(ctp) or self.classify(ctp)
+                        if cti.kind == K_NNMODULE:
+                            self.visited.add(id(child))
+                            tree.append((child, ctp, cti, mctx.within("." + sub)))
+                        else:
+                            self.push(child, mctx.within("." + sub))
+                elif name in _MODULE_INTERNALS:
+                    self.push(value, anon)  # hooks: their closures may hold tensors
+                else:
+                    rest.append((name, value))
+            self.attributes(rest, mti, mctx)
+            if mti.user and id(mtp) not in self.visited:
+                self.push(mtp, mctx)
+
+    def klass(self, cls: type, ctx: _Ctx) -> None:
+        """A user class: each class attribute is a holder (kind "class attribute")."""
+        module = _class_module(cls)
+        if type(module) is not str or not self.is_user_class_module(module):
+            return
+        name = _class_name(cls)
+        qualname = _class_qualname(cls)
+        file = self.module_file(module)
+        root = "class:" + module + ":" + qualname + "."
+        for attr, value in list(_class_dict(cls).items()):
+            if type(attr) is not str or _dunder(attr):
+                continue
+            if not _is_tracked(value) or id(value) in self.visited:
+                continue
+            label = name + "." + attr
+            container = self.type_name(value)
+            kind = "class attribute"
+            self.push(value, _Ctx(root, attr, label, kind, attr, container, name, file))
+        self.push_all(_class_bases(cls), ctx)
+
+    def function(self, fn: types.FunctionType) -> None:
+        """A user function: its closure cells and defaults are holders."""
+        code = fn.__code__
+        file = code.co_filename
+        if self.is_library_file(file):
+            return
+        qualname = fn.__qualname__
+        first = code.co_firstlineno
+        where = file + ":" + qualname + ":" + str(first) + ":"
+        closure = fn.__closure__
+        if closure:
+            for i, cell in enumerate(closure):
+                var = code.co_freevars[i]
+                try:
+                    value = cell.cell_contents
+                except ValueError:  # an empty cell
+                    continue
+                if _is_tracked(value) and id(value) not in self.visited:
+                    kind, label = "closure", "cell " + var
+                    self.push(value, self.code_ctx(where, var, label, kind, value, fn, code))
+        defaults = fn.__defaults__
+        if defaults:
+            args = code.co_varnames[: code.co_argcount][-len(defaults) :]
+            for i, value in enumerate(defaults):
+                arg = args[i]
+                if _is_tracked(value) and id(value) not in self.visited:
+                    label = "default " + arg
+                    self.push(value, self.code_ctx(where, arg, label, "default", value, fn, code))
+        kwdefaults = fn.__kwdefaults__
+        if kwdefaults:
+            for arg, value in list(dict.items(kwdefaults)):
+                if _is_tracked(value) and id(value) not in self.visited:
+                    label = "default " + str(arg)
+                    self.push(
+                        value, self.code_ctx(where, str(arg), label, "default", value, fn, code)
+                    )
+
+    def code_ctx(
+        self,
+        where: str,
+        var: str,
+        label: str,
+        kind: str,
+        value: Any,
+        fn: types.FunctionType,
+        code: types.CodeType,
+    ) -> _Ctx:
+        qualname = fn.__qualname__
+        return _Ctx(
+            kind + ":" + where,
+            var,
+            label,
+            kind,
+            var,
+            self.type_name(value),
+            qualname,
+            code.co_filename,
+            code.co_firstlineno,
+            qualname,
+            code.co_firstlineno,
+        )
+
+    # -- autograd graphs -----------------------------------------------------------------------
+
+    def walk_graphs(self) -> None:
+        """Saved tensors of the graphs behind tensors with grad_fn, after every holder claimed
+        what it reaches directly: what is left is memory only the graph keeps. Then the graphs
+        of tensors that no root reaches, under one holder of kind "graph": their saved tensors
+        have no Python objects, so gc did not find them."""
+        for grad_fn, base in self.graphs:
+            h = base.holder
+            assert h is not None
+            if not self.walk_graph(grad_fn, h):
+                return
+        unreached = _Ctx("graph:", "unreached", "graphs of unreached tensors", "graph", "", "")
+        h = _Holder(unreached)
+        for t in self.tensors:
+            if self.infos[id(t)][0] in self.claimed:
+                continue
+            try:
+                grad_fn = self.grad_fn_of(t)
+            except Exception:
+                continue
+            if grad_fn is not None:
+                h.count += 1
+                h.with_graph += 1
+                if not self.walk_graph(grad_fn, h):
+                    break
+        if h.count:
+            self.holders[h.id] = h
+
+    def walk_graph(self, grad_fn: Any, h: _Holder) -> bool:
+        """One graph, depth-first; False when the census ran out of budget."""
+        # Node objects are wrappers made on access: kept until the census ends, so that an id
+        # seen is not reused by the wrapper of another node.
+        seen = self.graph_seen
+        if id(grad_fn) in seen:
+            return True
+        seen[id(grad_fn)] = grad_fn
+        stack = [grad_fn]
+        while stack:
+            node = stack.pop()
+            self.graph_nodes += 1
+            if not self.graph_nodes % 64 and self.over_budget():
+                return False
+            try:
+                self.saved_tensors(node, h)
+                following = node.next_functions
+            except Exception:
+                continue
+            for pair in following:
+                child = pair[0]
+                if child is not None and id(child) not in seen:
+                    seen[id(child)] = child
+                    stack.append(child)
+        return True
+
+    def saved_tensors(self, node: Any, h: _Holder) -> None:
+        tp = type(node)
+        layout = self.node_layouts.get(tp)
+        if layout is None:
+            layout = self.node_layouts[tp] = _node_layout(tp)
+        getters, dict_get = layout
+        for get in getters:
+            try:
+                saved = get(node)
+            except Exception:  # freed by backward
+                continue
+            for one in _sequence(saved):
+                try:
+                    data = one.data  # the packed value: never unpacked, so no unpack hook runs
+                except Exception:
+                    continue
+                for value in _sequence(data):  # a pack hook's tuple (offloading) or a tensor
+                    self.graph_tensor(value, h)
+        if dict_get is not None:
+            # A custom Function's ctx: tensors kept as its attributes (ctx.mask = mask).
+            try:
+                namespace = dict_get(node)
+            except Exception:
+                return
+            if issubclass(type(namespace), dict):
+                for value in list(dict.values(namespace)):
+                    self.graph_tensor(value, h)
+
+    def graph_tensor(self, value: Any, h: _Holder) -> None:
+        if not self.is_tensor_type(type(value)):
+            return
+        # Not cached by id, nor recorded as they are: these tensor objects are temporary.
+        key, nbytes, dev, dt = self.info(value, record=False)
+        if not key[0]:
+            return  # no storage (sparse, meta): nothing to count
+        if key not in self.storages:
+            self.storages[key] = (nbytes, dev, dt)
+            self.graph_only.add(key)  # no Python tensor has this storage
+        if key in self.claimed:
+            return
+        self.claimed.add(key)
+        h.grad_storages += 1
+        h.grad_bytes += nbytes
+
+    # -- types ---------------------------------------------------------------------------------
+
+    def classify(self, tp: type) -> _TypeInfo:
+        module = _class_module(tp)
+        ti = _TypeInfo(K_INSTANCE, _class_name(tp), module if type(module) is str else None)
+        self.types[tp] = ti
+        if self.is_tensor_type(tp):
+            ti.kind = K_TENSOR
+            if tp not in self.plain_tensor_types:  # a subclass' attributes are read
+                self.instance_layout(tp, ti)
+            return ti
+        if issubclass(tp, type):
+            ti.kind = K_CLASS
+            return ti
+        if tp is types.FunctionType:
+            ti.kind = K_FUNCTION
+            return ti
+        if tp is types.MethodType:
+            ti.kind = K_METHOD
+            return ti
+        if tp in _SUSPENDED_FRAME:
+            ti.kind = K_GENERATOR
+            return ti
+        if issubclass(tp, _SKIP_TYPES) or _own(ti.module):
+            # memsight's own objects (its hooks on a model lead to them) are not the user's.
+            ti.kind = K_SKIP
+            return ti
+        if issubclass(tp, dict):
+            ti.kind = K_DICT
+        else:
+            for base, items in _SEQ_ITER:
+                if issubclass(tp, base):
+                    ti.kind, ti.items = K_SEQ, items
+                    break
+        if self.nn_module is not None and issubclass(tp, self.nn_module):
+            ti.kind = K_NNMODULE
+        ti.optimizer = self.optimizer is not None and issubclass(tp, self.optimizer)
+        self.instance_layout(tp, ti)
+        ti.user = ti.module is not None and self.is_user_class_module(ti.module)
+        return ti
+
+    def instance_layout(self, tp: type, ti: _TypeInfo) -> None:
+        """How to read an instance's attributes without calling any of its methods."""
+        dict_found = False
+        seen: Set[str] = set()
+        for klass in _class_mro(tp):
+            python = bool(_class_flags(klass) & _HEAPTYPE)
+            for name, desc in list(_class_dict(klass).items()):
+                if type(name) is not str or name in seen:
+                    continue
+                seen.add(name)
+                if name == "__dict__":
+                    dict_found = True
+                    # Only the C descriptor: a class may define __dict__ as its own property.
+                    if type(desc) in (types.GetSetDescriptorType, types.MemberDescriptorType):
+                        ti.dict_get = desc.__get__
+                elif (
+                    type(desc) is types.MemberDescriptorType
+                    and name != "__weakref__"
+                    and (ti.kind == K_INSTANCE or python)  # a builtin container's fields: none
+                ):
+                    ti.slots.append((name, desc.__get__, python))
+        if not dict_found:
+            ti.dict_get = None
+
+    def is_user_class_module(self, module: str) -> bool:
+        known = self.user_modules.get(module)
+        if known is None:
+            namespace = sys.modules.get(module)
+            try:
+                d = _module_dict(namespace) if namespace is not None else None
+            except Exception:
+                d = None
+            known = type(d) is dict and self.is_user_module(module, d)
+            self.user_modules[module] = known
+        return known
+
+    def module_file(self, name: Optional[str]) -> Optional[str]:
+        if name is None:
+            return None
+        known = self.module_files.get(name, "")
+        if known == "":
+            known = None
+            module = sys.modules.get(name)
+            try:
+                file = _module_dict(module).get("__file__") if module is not None else None
+                known = file if type(file) is str else None
+            except Exception:
+                pass
+            self.module_files[name] = known
+        return known
+
+    def type_name(self, value: Any) -> str:
+        tp = type(value)
+        ti = self.types.get(tp)
+        return ti.name if ti is not None else _class_name(tp)
+
+    # -- the result ----------------------------------------------------------------------------
+
+    def result(self, max_holders: int) -> Census:
+        partial = self.stopped is not None
+        by_device: Dict[str, Dict[str, int]] = {}
+        by_dtype: Dict[str, Dict[str, int]] = {}
+        total = 0
+        for nbytes, dev, dt in self.storages.values():
+            total += nbytes
+            for table, name in ((by_device, dev), (by_dtype, dt)):
+                row = table.get(name)
+                if row is None:
+                    row = table[name] = {"count": 0, "bytes": 0}
+                row["count"] += 1
+                row["bytes"] += nbytes
+        tensors = {
+            "count": len(self.storages),
+            "bytes": total,
+            "objects": len(self.tensors),
+            "graph_count": len(self.graph_only),
+            "graph_bytes": sum(self.storages[k][0] for k in self.graph_only),
+            "by_device": by_device,
+            "by_dtype": by_dtype,
+        }
+        unattributed_bytes: Optional[int] = None
+        unattributed_count: Optional[int] = None
+        if not partial:
+            left = {ti[0] for ti in self.infos.values()} - self.claimed
+            unattributed_count = len(left)
+            unattributed_bytes = sum(self.storages[k][0] for k in left)
+        ranked = sorted(
+            (h for h in self.holders.values() if h.count or h.grad_bytes),
+            key=lambda h: (-(h.bytes + h.grad_bytes), -h.count, h.id),
+        )
+        shown, rest = ranked[: max(0, max_holders)], ranked[max(0, max_holders) :]
+        left_out = {
+            "holders": len(rest),
+            "count": sum(h.count for h in rest),
+            "bytes": sum(h.bytes for h in rest),
+            "grad_bytes": sum(h.grad_bytes for h in rest),
+        }
+        cost = {
+            "wall_us": int((time.perf_counter() - self.started) * 1e6),
+            "cpu_us": int((time.thread_time() - self.cpu_started) * 1e6),
+            "objects": self.objects,
+            "graph_nodes": self.graph_nodes,
+            "errors": self.errors,
+            "partial": partial,
+            "stopped_by": self.stopped,  # "time" or "objects" when partial
+        }
+        return Census(
+            tensors,
+            [h.to_json() for h in shown],
+            left_out,
+            unattributed_bytes,
+            unattributed_count,
+            cost,
+        )
+
+
+def _node_layout(
+    tp: type,
+) -> Tuple[List[Callable[[Any], Any]], Optional[Callable[[Any], Any]]]:
+    """Getters of a graph node type's raw saved variables (SavedTensor objects, or tuples of
+    them: `_raw_saved_self`, `_raw_saved_tensors`), and of its __dict__ if it has one (a
+    custom Function's ctx). All are the C descriptors of the node's type."""
+    getters: List[Callable[[Any], Any]] = []
+    dict_get: Optional[Callable[[Any], Any]] = None
+    seen: Set[str] = set()
+    for klass in _class_mro(tp):
+        for name, desc in list(_class_dict(klass).items()):
+            if type(name) is not str or name in seen:
+                continue
+            seen.add(name)
+            if name.startswith("_raw_saved_") and type(desc) is types.GetSetDescriptorType:
+                getters.append(desc.__get__)
+            elif name == "__dict__" and type(desc) is types.GetSetDescriptorType:
+                dict_get = desc.__get__
+    return getters, dict_get
+
+
+def _sequence(value: Any) -> Iterable[Any]:
+    """The items of a tuple or list (by the base type's C iteration), else the value alone."""
+    if value is None:
+        return ()
+    tp = type(value)
+    if issubclass(tp, tuple):
+        return tuple.__iter__(value)
+    if issubclass(tp, list):
+        return list.copy(value)
+    return (value,)
+
+
+def _subclasses(base: type) -> Set[type]:
+    """base and every class derived from it, as the classes themselves record it."""
+    found = {base}
+    stack = [base]
+    while stack:
+        subs: List[type] = type.__subclasses__(stack.pop())
+        for sub in subs:
+            if sub not in found:
+                found.add(sub)
+                stack.append(sub)
+    return found
+
+
+def _thread_names() -> Dict[int, str]:
+    names = {}
+    for thread in threading.enumerate():
+        try:
+            state = object.__getattribute__(thread, "__dict__")
+            ident, name = state.get("_ident"), state.get("_name")
+        except Exception:
+            continue
+        if type(ident) is int and type(name) is str:
+            names[ident] = name
+    return names
+
+
+def _own(module: Optional[str]) -> bool:
+    return module is not None and (module == _OWN_PACKAGE or module.startswith(_OWN_PACKAGE + "."))
+
+
+def _dunder(name: str) -> bool:
+    return name.startswith("__") and name.endswith("__")
+
+
+def _subscript(key: str) -> str:
+    if key.isprintable() and '"' not in key and "\\" not in key:
+        return '["' + key + '"]'
+    return "[" + repr(key) + "]"
