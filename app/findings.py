@@ -59,9 +59,8 @@ def location_html(index: int, location: Location, cwd: str = "") -> str:
     text = place
     if location.code:
         text += f" — <code>{_e(location.code)}</code>"
-    held = [location.holder or "", format_bytes(location.bytes) if location.bytes else ""]
-    if any(held):
-        text += f"<br><span style='color:gray'>{_e(', '.join(h for h in held if h))}</span>"
+    if location.detail:
+        text += f"<br><span style='color:gray'>{_e(location.detail)}</span>"
     return text
 
 

@@ -22,6 +22,10 @@ class Example:
     # Rule ids written with a trailing "?": findings that may or may not come, because what
     # they read varies from run to run (how the C allocator places and returns memory).
     may: frozenset[str] = frozenset()
+    # From `# memsight-where: HOLDER | CODE`: a finding's first location names HOLDER (may be
+    # empty) and points at the source line CODE of the example (the line that adds to the
+    # holder, the forward call that ran with autograd on, the line that raised).
+    where: tuple[str, str] | None = None
 
     @property
     def name(self) -> str:
@@ -31,6 +35,7 @@ class Example:
 def read_example(path: Path) -> Example:
     expect: frozenset[str] | None = None
     may: frozenset[str] = frozenset()
+    where: tuple[str, str] | None = None
     options: tuple[str, ...] = ()
     for line in path.read_text().splitlines():
         if line.startswith("# memsight-expect:"):
@@ -38,11 +43,14 @@ def read_example(path: Path) -> Example:
             ids = [] if value == "none" else [v.strip() for v in value.split(",")]
             expect = frozenset(i for i in ids if not i.endswith("?"))
             may = frozenset(i.removesuffix("?") for i in ids if i.endswith("?"))
+        elif line.startswith("# memsight-where:"):
+            holder, _, code = line.split(":", 1)[1].partition("|")
+            where = (holder.strip(), code.strip())
         elif line.startswith("# memsight-options:"):
             options = tuple(shlex.split(line.split(":", 1)[1]))
     if expect is None:
         raise ValueError(f"{path}: no '# memsight-expect:' line")
-    return Example(path, expect, options, path.parent.name == "gpu", may)
+    return Example(path, expect, options, path.parent.name == "gpu", may, where)
 
 
 def examples(gpu: bool = False) -> list[Example]:

@@ -4,6 +4,7 @@ memsight finding: growth-per-iteration (RAM climbs by the same amount every step
 Fix: store `logits.detach()` (or a metric computed with `.item()`), or nothing at all.
 """
 # memsight-expect: growth-per-iteration
+# memsight-where: kept_outputs | kept_outputs.append(logits)
 
 import torch
 from torch import nn

@@ -5,6 +5,7 @@ and activations-dominate (info): the failing step's memory is activations, not t
 On a GPU the same mistake raises torch.OutOfMemoryError; here the CPU allocator refuses.
 """
 # memsight-expect: out-of-memory, activations-dominate
+# memsight-where: | return (q @ k.transpose(-2, -1)).softmax(dim=-1) @ v
 
 import torch
 from torch import nn

@@ -25,6 +25,7 @@ from profiler.launch.preflight import (
     InvalidSetting,
     Problem,
     Setting,
+    census_from_text,
     check_run,
     ram_budget_from_text,
 )
@@ -68,7 +69,7 @@ class UsageError(Exception):
 
 # -- run ------------------------------------------------------------------------------------------
 
-_RUN_VALUE_OPTIONS = {"-o", "--out", "--interval-ms", "--python", "--ram-budget"}
+_RUN_VALUE_OPTIONS = {"-o", "--out", "--interval-ms", "--python", "--ram-budget", "--census"}
 
 
 def _run_parser() -> argparse.ArgumentParser:
@@ -113,7 +114,15 @@ def _run_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--no-hooks",
         action="store_true",
-        help="record memory only: install no PyTorch hooks in the target",
+        help="record memory only: install no PyTorch hooks in the target (and take no censuses)",
+    )
+    parser.add_argument(
+        "--census",
+        metavar="WHEN",
+        default="auto",
+        help="censuses of live tensors and what holds them, taken between iterations: auto "
+        "(after 5 iterations, then at 10, 20, 40, ..., within 1%% of the run's time), never, "
+        "or every-N (every N iterations) (default: auto)",
     )
     parser.add_argument(
         "-q", "--quiet", action="store_true", help="print nothing of memsight's own"
@@ -167,6 +176,7 @@ _OPTION_OF: dict[Setting, str] = {
     "python": "--python",
     "interval": "--interval-ms",
     "ram_budget": "--ram-budget",
+    "census": "--census",
 }
 
 
@@ -180,6 +190,7 @@ def build_spec(
         budget = (
             ram_budget_from_text(options.ram_budget) if options.ram_budget is not None else None
         )
+        census = census_from_text(options.census)
     except InvalidSetting as exc:
         raise UsageError(_problem_text(exc.problem)) from None
     spec = RunSpec(
@@ -191,6 +202,7 @@ def build_spec(
         interval_ms=options.interval_ms,
         hooks=not options.no_hooks,
         ram_budget_bytes=budget,
+        census=census,
     )
     problems = check_run(spec)
     blocking = [p for p in problems if p.blocking]

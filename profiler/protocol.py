@@ -373,7 +373,7 @@ SPAN_TABLE = TableSchema(
 HEAP_TABLE = TableSchema(
     AGENT_TABLE_BASE + 3,
     "heap",
-    [("t", "q"), ("in_use", "Q"), ("free", "Q")],
+    [("t", "q"), ("in_use", "Q"), ("free", "Q"), ("between", "B")],
 )
 
 CLEARED_NONE, CLEARED_ZERO_GRAD, CLEARED_GRAD_REPLACED, CLEARED_FIRST_STEP = 0, 1, 2, 3

@@ -202,6 +202,15 @@ def check_example(example: Example, tmp_path: Path) -> None:
     found = {f.rule for f in diagnosis.findings}
     details = "\n".join(f"{f.rule}: {f.evidence.text}" for f in diagnosis.findings)
     assert example.expect <= found <= example.expect | example.may, details
+    if example.where is not None:
+        holder, code = example.where
+        firsts = [f.where[0] for f in diagnosis.findings if f.where]
+        assert any(
+            holder in (first.holder or "")
+            and (first.code or "").startswith(code)
+            and Path(first.file).name == example.path.name
+            for first in firsts
+        ), f"no finding's first location is {example.where}: {firsts}"
     if not found:
         return
     report = run_cli("report", "--json", str(result.profile_path), cwd=tmp_path)

@@ -74,6 +74,10 @@ def test_dash_m_without_a_module_is_a_usage_error() -> None:
             ["run", "--ram-budget", "0", "t.py"],
             "--ram-budget: The RAM budget must be a size such as 6GiB or 512MiB, not '0'.",
         ),
+        (
+            ["run", "--census", "sometimes", "t.py"],
+            "--census: Censuses are taken auto, never or every-N (N iterations), not 'sometimes'.",
+        ),
         (["--bogus"], "unknown option --bogus"),
     ],
 )

@@ -249,14 +249,19 @@ def take_census(
     max_depth: int = MAX_DEPTH,
     max_objects: int = MAX_OBJECTS,
     max_holders: int = MAX_HOLDERS,
+    find_unreached: bool = True,
 ) -> Census:
     """Live tensor storages and their holders, now.
 
     skip_frames: ids of frames whose locals are not roots; exclude_threads: thread idents whose
     stacks are not walked (the agent's own thread, when the census runs there). The census'
-    own frames (memsight's files) are always skipped.
+    own frames (memsight's files) are always skipped. find_unreached: also list every tensor
+    gc tracks, to count the storages no root reaches (unattributed_*): in a process that has
+    imported torch, most of a small census' cost; without it those are None and `tensors`
+    covers what the roots reach.
     """
     walker = _Walker(torch, max_seconds, max_depth, max_objects)
+    walker.find_unreached = find_unreached
     # No collection inside the pause: one triggered by the census' own allocations would walk
     # every object again, and run finalizers (the user's __del__) in the middle of the walk.
     collecting = gc.isenabled()
@@ -549,6 +554,7 @@ class _Walker:
         self.visited: Set[int] = set()
         self.next_objs: List[Any] = []
         self.next_ctxs: List[_Ctx] = []
+        self.find_unreached = True  # list every tensor gc tracks (take_census)
         self.tensors: List[Any] = []  # found by gc; kept for the census so their ids hold
         self.infos: Dict[int, _TensorInfo] = {}  # id(tensor) -> info
         self.storages: Dict[Tuple[str, int], Tuple[int, str, str]] = {}  # key -> bytes, dev, dt
@@ -567,7 +573,8 @@ class _Walker:
 
     def run(self, skip_frames: AbstractSet[int], exclude_threads: AbstractSet[int]) -> None:
         with self.no_torch_function():
-            self.find_tensors()
+            if self.find_unreached:
+                self.find_tensors()
             if self.over_budget():
                 return
             objs: List[Any] = []
@@ -1372,7 +1379,7 @@ class _Walker:
         }
         unattributed_bytes: Optional[int] = None
         unattributed_count: Optional[int] = None
-        if not partial:
+        if not partial and self.find_unreached:
             left = {ti[0] for ti in self.infos.values()} - self.claimed
             unattributed_count = len(left)
             unattributed_bytes = sum(self.storages[k][0] for k in left)

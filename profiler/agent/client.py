@@ -37,6 +37,7 @@ def start_agent(config: Dict[str, Any]) -> "Agent":
         token=str(config["token"]),
         interval_s=max(float(config.get("interval_ms", 10)) / 1000.0, 0.0005),
         hooks=bool(config.get("hooks", True)),
+        census=str(config.get("census", "auto")),
     )
     agent.start()
     return agent
@@ -46,11 +47,19 @@ class Agent(Outbox):
     """The outbox, sent to the recorder by a background thread that also samples CUDA."""
 
     def __init__(
-        self, host: str, port: int, token: str, interval_s: float, hooks: bool = True
+        self,
+        host: str,
+        port: int,
+        token: str,
+        interval_s: float,
+        hooks: bool = True,
+        census: str = "auto",
     ) -> None:
         super().__init__()
+        self.started = time.monotonic()  # the run's wall time counts from here (censuses)
         self.interval_s = interval_s
         self.hooks = hooks
+        self.census = census  # census_schedule's mode: "auto", "never" or "every-N"
         self.instrumentation: Any = None  # instrument.Instrumentation once torch is imported
         self._watcher: Any = None
         self._reader: Any = None
@@ -249,6 +258,15 @@ class Agent(Outbox):
                     self._rows[HEAP_TABLE.id] += row
         except Exception as exc:
             self.error("sampler", exc)
+
+    def heap_between_iterations(self) -> None:
+        """Read the C heap now, between two iterations (the optimizer step hook)."""
+        heap = self._heap
+        row = heap.boundary_row() if heap is not None else None
+        if row is not None:
+            packed = HEAP_TABLE.row.pack(*row)
+            with self._lock:
+                self._rows[HEAP_TABLE.id] += packed
 
     def _find_torch(self) -> None:
         torch = sys.modules.get("torch")

@@ -24,6 +24,9 @@ from typing import Any, Optional, Tuple
 
 READ_EVERY_S = 0.05
 MAX_SHARE = 0.01  # of one core: reads come further apart when one costs more than 1 ms
+# Readings between iterations (the optimizer step hook), at most this often: live bytes read
+# there hold no iteration's temporaries, so a steady growth of kept tensors shows plainly.
+BOUNDARY_EVERY_S = 0.05
 
 _FIELDS = (
     "arena",
@@ -45,6 +48,7 @@ class HeapReader:
     def __init__(self, mallinfo2: Any) -> None:
         self._mallinfo2 = mallinfo2
         self.next_at = 0.0
+        self.boundary_at = 0.0
 
     @classmethod
     def open(cls) -> Optional["HeapReader"]:
@@ -71,12 +75,24 @@ class HeapReader:
     def due(self, now: float) -> bool:
         return now >= self.next_at
 
-    def row(self) -> Tuple[int, int, int]:
-        """(t, in_use, free), and the time of the next reading, paced by what this one cost."""
+    def row(self) -> Tuple[int, int, int, int]:
+        """(t, in_use, free, 0), and the time of the next reading, paced by its cost."""
+        t, in_use, free, cost = self._timed()
+        self.next_at = time.monotonic() + max(READ_EVERY_S, cost / MAX_SHARE)
+        return t, in_use, free, 0
+
+    def boundary_row(self) -> Optional[Tuple[int, int, int, int]]:
+        """(t, in_use, free, 1) between iterations, or None when the last was too recent."""
+        if time.monotonic() < self.boundary_at:
+            return None
+        t, in_use, free, cost = self._timed()
+        self.boundary_at = time.monotonic() + max(BOUNDARY_EVERY_S, cost / MAX_SHARE)
+        return t, in_use, free, 1
+
+    def _timed(self) -> Tuple[int, int, int, float]:
         # CPU time, not wall time: waiting for the GIL or an arena lock costs no CPU, and one
         # slow wake-up must not space the readings out for seconds.
         began = time.thread_time()
         in_use, free = self.read()
         cost = time.thread_time() - began
-        self.next_at = time.monotonic() + max(READ_EVERY_S, cost / MAX_SHARE)
-        return time.monotonic_ns(), in_use, free
+        return time.monotonic_ns(), in_use, free, cost

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from profiler.units import format_duration
+from profiler.units import format_bytes, format_duration
 
 Severity = Literal["critical", "warning", "info"]
 SEVERITY_ORDER: dict[str, int] = {"critical": 0, "warning": 1, "info": 2}
@@ -65,6 +65,14 @@ class Location:
     holder: str | None = None  # what keeps the memory alive, in words: "`kept` (list, local of
     # `train()` in train.py)"; None for locations that are not about a holder
     bytes: int | None = None  # what that holder keeps (per iteration for growth), if known
+
+    @property
+    def detail(self) -> str:
+        """What the views show beside the place: the holder, which says what it keeps (its
+        text carries the amount), else the bytes alone; "" when neither is known."""
+        if self.holder:
+            return self.holder
+        return format_bytes(self.bytes) if self.bytes else ""
 
     def to_json(self) -> dict[str, object]:
         return {

@@ -6,7 +6,6 @@ import textwrap
 
 from profiler.diagnosis import Diagnosis, Finding, get_fixes
 from profiler.diagnosis.finding import Location, severity_counts
-from profiler.units import format_bytes
 
 WIDTH = 96
 INDENT = "    "
@@ -25,9 +24,8 @@ def format_location(location: Location) -> str:
         text += f" in {location.function}()"
     if location.code:
         text += f": {location.code}"
-    held = [location.holder or "", format_bytes(location.bytes) if location.bytes else ""]
-    if any(held):
-        text += f" ({', '.join(h for h in held if h)})"
+    if location.detail:
+        text += f" ({location.detail})"
     return text
 
 

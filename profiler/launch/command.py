@@ -56,6 +56,7 @@ def build_launch(
             "token": token,
             "interval_ms": spec.interval_ms,
             "hooks": spec.hooks,
+            "census": spec.census,
             "pythonpath": user_path,  # put back as it was (None: unset) before the target runs
         }
     )

@@ -27,7 +27,7 @@ PROBE = (
 
 
 # The settings of a run, by the names problems use for them.
-Setting = Literal["script", "args", "cwd", "python", "env", "interval", "ram_budget"]
+Setting = Literal["script", "args", "cwd", "python", "env", "interval", "ram_budget", "census"]
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,18 @@ def ram_budget_from_text(text: str) -> int | None:
     except ValueError:
         message = f"The RAM budget must be a size such as 6GiB or 512MiB, not {text.strip()!r}."
         raise InvalidSetting(Problem("ram_budget", message)) from None
+
+
+def census_from_text(text: str) -> str:
+    """When to take censuses of live tensors, as typed: "auto", "never" or "every-N"."""
+    value = text.strip().lower()
+    if value in ("auto", "never"):
+        return value
+    count = value.removeprefix("every-")
+    if value.startswith("every-") and count.isdigit() and int(count) >= 1:
+        return f"every-{int(count)}"
+    message = f"Censuses are taken auto, never or every-N (N iterations), not {text.strip()!r}."
+    raise InvalidSetting(Problem("census", message))
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ class RunSpec:
     interval_ms: float = DEFAULT_INTERVAL_MS
     hooks: bool = True
     ram_budget_bytes: int | None = None  # what the run is meant to fit in (near-capacity rule)
+    census: str = "auto"  # censuses of live tensors: "auto", "never" or "every-N" (iterations)
 
     @property
     def display_name(self) -> str:
@@ -73,6 +74,7 @@ def spec_to_json(spec: RunSpec, out_path: str | os.PathLike[str]) -> str:
             "interval_ms": spec.interval_ms,
             "hooks": spec.hooks,
             "ram_budget_bytes": spec.ram_budget_bytes,
+            "census": spec.census,
             "out": os.fspath(out_path),
         }
     )
@@ -94,5 +96,6 @@ def spec_from_json(line: str) -> tuple[RunSpec, Path]:
         ram_budget_bytes=int(data["ram_budget_bytes"])
         if data.get("ram_budget_bytes") is not None
         else None,
+        census=str(data.get("census", "auto")),
     )
     return spec, Path(data["out"])

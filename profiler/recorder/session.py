@@ -200,6 +200,7 @@ class Recording:
                     "memory_limit_bytes": proctree.memory_limit(),
                     "hooks": spec.hooks,
                     "ram_budget_bytes": spec.ram_budget_bytes,
+                    "census": spec.census if spec.hooks else "never",
                 },
             )
         )

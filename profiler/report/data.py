@@ -127,8 +127,7 @@ def _location(location: Location) -> dict[str, Any]:
         if location.function and location.function != "<module>"
         else "",
         "code": location.code or "",
-        "holder": location.holder or "",
-        "bytes": format_bytes(location.bytes) if location.bytes is not None else "",
+        "detail": location.detail,
     }
 
 

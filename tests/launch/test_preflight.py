@@ -3,7 +3,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from profiler.launch.preflight import check_run, imports_torch, probe_interpreter
+import pytest
+
+from profiler.launch.preflight import (
+    InvalidSetting,
+    census_from_text,
+    check_run,
+    imports_torch,
+    probe_interpreter,
+)
 from profiler.launch.spec import RunSpec
 from tests.support import find_python
 
@@ -65,3 +73,19 @@ def test_torch_imports_are_found_in_any_form(tmp_path: Path) -> None:
         path = tmp_path / "s.py"
         path.write_text(source + "\n")
         assert imports_torch(path) is expected, source
+
+
+@pytest.mark.parametrize(
+    ("typed", "read"),
+    [("auto", "auto"), ("never", "never"), (" Never ", "never"), ("every-10", "every-10")],
+)
+def test_the_census_setting_is_read_as_typed(typed: str, read: str) -> None:
+    assert census_from_text(typed) == read
+
+
+@pytest.mark.parametrize("typed", ["sometimes", "every-0", "every-", "every-x", "10"])
+def test_a_census_setting_that_cannot_be_read_names_the_option(typed: str) -> None:
+    with pytest.raises(InvalidSetting) as raised:
+        census_from_text(typed)
+    assert raised.value.problem.setting == "census"
+    assert "Censuses are taken auto, never or every-N" in str(raised.value)

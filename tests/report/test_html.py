@@ -179,7 +179,7 @@ def test_the_traceback_shows_every_frame_with_the_users_own_highlighted() -> Non
     assert "return (q @ k.transpose(-2, -1)) @ v" in card
 
 
-def test_a_findings_holder_and_its_bytes_are_in_its_card() -> None:
+def test_a_findings_holder_is_in_its_card() -> None:
     from dataclasses import replace
 
     from profiler.diagnosis import diagnose
@@ -187,10 +187,11 @@ def test_a_findings_holder_and_its_bytes_are_in_its_card() -> None:
 
     profile = sample_profile()
     diagnosis = diagnose(profile)
-    held = Location("/work/train.py", 41, "train", "kept.append(loss)", "`kept` (list)", 3 << 20)
+    holder = "kept alive by `kept` (list, local of `train()`): 4 tensors, +3.00 MiB per iteration"
+    held = Location("/work/train.py", 41, "train", "kept.append(loss)", holder, 3 << 20)
     diagnosis.findings[0] = replace(diagnosis.findings[0], where=(held,))
 
     card = render_html(profile, diagnosis)
     card = card[card.index('id="finding-1"') : card.index("</article>")]
     assert '<code class="place">/work/train.py:41</code>' in card
-    assert "`kept` (list), 3.00 MiB" in card
+    assert "kept alive by `kept` (list, local of `train()`): 4 tensors, +3.00 MiB" in card

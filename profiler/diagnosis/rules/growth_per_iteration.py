@@ -28,12 +28,13 @@ Evidence numbers: per iteration, `bytes_per_iteration`, `iterations`, `iteration
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from profiler.diagnosis.config import DiagnosisConfig
-from profiler.diagnosis.finding import Evidence, Finding
+from profiler.diagnosis.finding import Evidence, Finding, Location
+from profiler.diagnosis.holders import growing_holders, locations
 from profiler.diagnosis.signals import (
     FloatArray,
     IterationLevels,
@@ -121,7 +122,20 @@ class HeapGrowth:
 
 
 def check(profile: Profile, config: DiagnosisConfig) -> list[Finding]:
-    return [_finding(g) for g in growths(profile, config) if not g.retained_by_allocator(config)]
+    return [
+        replace(_finding(g), where=_where_held(profile, g))
+        for g in growths(profile, config)
+        if not g.retained_by_allocator(config)
+    ]
+
+
+def _where_held(profile: Profile, g: Growth) -> tuple[Location, ...]:
+    """The holders the agent's censuses saw gaining memory over the growth's span."""
+    pace = None
+    if g.iterations is not None and g.end_s > g.start_s:
+        pace = (g.iterations[1] - g.iterations[0]) / (g.end_s - g.start_s)
+    found = growing_holders(profile, g.iterations_are, (g.start_s, g.end_s), g.fit.slope, pace)
+    return locations(found, "iteration" if g.iterations is not None else "second")
 
 
 def growths(profile: Profile, config: DiagnosisConfig) -> list[Growth]:
@@ -172,10 +186,11 @@ def _heap_growth(
 ) -> HeapGrowth | None:
     """malloc's counts over the fitted levels (times t, positions x), for RAM.
 
-    The free bytes are read at the levels' times. Live allocations include the temporaries of
-    whatever iteration a reading fell in, so they are judged on the floor (lowest reading) of
-    each of heap_slices equal slices of the span, which a steady growth of kept tensors moves
-    and temporaries do not.
+    The free bytes are read at the levels' times. Live allocations are judged on the readings
+    taken between iterations (at optimizer steps) where there are enough; other readings
+    include the temporaries of whatever iteration they fell in, so then on the floor (lowest
+    reading) of each of heap_slices equal slices of the span, which a steady growth of kept
+    tensors moves and temporaries do not.
     """
     heap = profile.table("heap") if plot == "ram" else None
     read = heap_at(profile, t) if heap is not None else None
@@ -184,8 +199,13 @@ def _heap_growth(
     span = float(x[-1] - x[0])
     free = linear_fit(x, read[1]).slope * span
     inside = (heap.t >= t[0]) & (heap.t <= t[-1])
-    when, in_use = heap.t[inside], heap["in_use"][inside] * 1.0
+    between = inside & (heap["between"] == 1) if "between" in heap.column_names else inside & False
     slices = config.heap_slices
+    if between.sum() >= 2 * slices:
+        # Read between iterations: no iteration's temporaries in them, a line through all.
+        fit = linear_fit(heap.t[between], heap["in_use"][between] * 1.0)
+        return HeapGrowth(fit.slope * float(t[-1] - t[0]), fit.r2, free)
+    when, in_use = heap.t[inside], heap["in_use"][inside] * 1.0
     if len(when) < slices:
         return None  # too few readings to tell live allocations from temporaries
     edges = np.linspace(float(t[0]), float(t[-1]), slices + 1)

@@ -28,8 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from profiler import protocol
+from profiler.diagnosis.adders import source_line
 from profiler.diagnosis.config import DiagnosisConfig
-from profiler.diagnosis.finding import Evidence, Finding, Severity
+from profiler.diagnosis.finding import Evidence, Finding, Location, Severity
 from profiler.diagnosis.signals import (
     backward_count,
     forward_rows,
@@ -43,6 +44,7 @@ from profiler.profile.series import forward_batches
 from profiler.units import format_bytes
 
 RULE_ID = "inference-without-no-grad"
+MAX_SITES = 3
 EXPLANATION = (
     "These forward passes ran with autograd recording, so every activation a backward pass "
     "would need was kept until the output was dropped, and no backward pass ever came. "
@@ -213,5 +215,35 @@ def check(profile: Profile, config: DiagnosisConfig) -> list[Finding]:
                 numbers,
             ),
             ("no-grad-inference",),
+            _call_sites(profile, rows["id"][candidate], np.unique(module)),
         )
     ]
+
+
+def _call_sites(profile: Profile, ids: np.ndarray, modules: np.ndarray) -> tuple[Location, ...]:
+    """The lines of the user's code that called these modules with autograd on.
+
+    The agent records a line once, at the first forward it made (a `forward_call_site` event);
+    only lines whose first forward is among the counted ones are named, when there are any.
+    """
+    counted = set(int(i) for i in ids)
+    wanted = set(int(m) for m in modules)
+    sites = []
+    for event in profile.events_of("forward_call_site"):
+        file, line, module = event.get("file"), event.get("line"), event.get("module")
+        if not isinstance(file, str) or not isinstance(line, int) or module not in wanted:
+            continue
+        first = int(event.get("forward_id") or 0)
+        sites.append((first not in counted, first, file, line, event.get("function")))
+    sites.sort()
+    if any(not later for later, *_ in sites):
+        # Lines whose first forward is a counted one; a line that first ran a forward a
+        # backward went through (the training step) is not where inference runs.
+        sites = [site for site in sites if not site[0]]
+    found: list[Location] = []
+    for _, _, file, line, function in sites:
+        if any(loc.file == file and loc.line == line for loc in found):
+            continue
+        code = source_line(file, line)
+        found.append(Location(file, line, str(function) if function else None, code))
+    return tuple(found[:MAX_SITES])

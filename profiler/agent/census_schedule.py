@@ -1,0 +1,92 @@
+"""When the agent takes a census of live tensors (agent/census.py), and sending it.
+
+Censuses are taken between iterations, in the thread that runs the loop, so the loop's own
+frames (its locals: the list that keeps outputs, the running total) are on the stack. The
+loop's iterations are its optimizer steps, else its backward passes, else its outermost
+forwards (as profiler/profile/series.py counts them): once a kind of higher rank has been seen,
+the lower ones no longer trigger censuses.
+
+"auto": at iterations 5, 10, 20, 40, ... (doubling: a long run gets a few censuses, spread over
+it), "every-N": every N iterations, "never": none. Either way a census waits (to a later
+iteration) while censuses so far have taken more than BUDGET_SHARE of the run's wall time, and
+one census stops at MAX_PAUSE_S (it is then marked partial). None runs while torch.compile
+traces.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Dict, Optional
+
+OPTIMIZER_STEPS, BACKWARD_PASSES, FORWARD_PASSES = (
+    "optimizer steps",
+    "backward passes",
+    "forward passes",
+)
+_RANK = {OPTIMIZER_STEPS: 0, BACKWARD_PASSES: 1, FORWARD_PASSES: 2}
+FIRST = 5
+BUDGET_SHARE = 0.01
+MAX_PAUSE_S = 0.2
+
+
+def every_from_mode(mode: str) -> Optional[int]:
+    """N for "every-N", 0 for "auto", None for "never" (or anything unreadable)."""
+    if mode == "auto":
+        return 0
+    if mode.startswith("every-") and mode[6:].isdigit() and int(mode[6:]) >= 1:
+        return int(mode[6:])
+    return None
+
+
+class CensusSchedule:
+    def __init__(self, agent: Any, torch: Any, mode: str) -> None:
+        self.agent = agent
+        self.torch = torch
+        self.every = every_from_mode(mode)
+        # The run's wall time counts from the agent's start (the interpreter's), not from
+        # torch's import.
+        self._started = float(getattr(agent, "started", time.monotonic()))
+        self._spent = 0.0
+        self._rank = len(_RANK)  # the best kind of iteration seen so far
+        self._next: Dict[str, int] = {}
+        self.taken = 0
+        self.skipped = 0
+
+    def at_boundary(self, kind: str, index: int) -> None:
+        """Iteration `index` (1-based) of `kind` just ended (or, for forwards, begins)."""
+        if self.every is None:
+            return
+        rank = _RANK[kind]
+        if rank > self._rank:
+            return
+        self._rank = rank
+        due = self._next.setdefault(kind, self.every or FIRST)
+        if index < due:
+            return
+        if self._spent > BUDGET_SHARE * (time.monotonic() - self._started):
+            self.skipped += 1  # over budget: try again at the next iteration
+            return
+        from .census import safe_to_run
+
+        if not safe_to_run(self.torch):
+            return
+        self._next[kind] = index + self.every if self.every else max(due * 2, index + 1)
+        self._take(kind, index)
+
+    def _take(self, kind: str, index: int) -> None:
+        from .census import take_census
+
+        began = time.perf_counter()
+        try:
+            # What the roots hold, not every tensor gc tracks: listing those (to count what no
+            # root reaches) costs ~80 ms in any process that imported torch, which alone would
+            # spend a short run's whole budget.
+            census = take_census(self.torch, max_seconds=MAX_PAUSE_S, find_unreached=False)
+            data = census.to_json()
+        except Exception as exc:  # a census must never break the script
+            self.agent.error("census", exc)
+            return
+        finally:
+            self._spent += time.perf_counter() - began
+        self.taken += 1
+        self.agent.event("census", iterations_are=kind, iteration=index, census=data)

@@ -1,0 +1,185 @@
+"""What keeps growing memory alive: the holders in the agent's censuses, and their lines.
+
+The agent takes censuses of live tensors between iterations (agent/census_schedule.py), each
+naming the holders that reach them (a list local to a function, a module global, an attribute,
+a closure cell, a tensor whose autograd graph keeps saved activations). Between the first
+census inside a growth finding's span and the last one, a holder that gained bytes is what
+keeps the growth alive; its share per iteration, its place in the code and the line that adds
+to it (diagnosis/adders.py) make the finding's `where`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from profiler.diagnosis.adders import adding_line, source_line
+from profiler.diagnosis.finding import Location
+from profiler.profile.model import Profile
+from profiler.profile.series import OPTIMIZER_STEPS
+from profiler.units import format_bytes
+
+MAX_HOLDERS = 3
+MIN_SHARE = 0.05  # of the growth per iteration: smaller gains are noise, not the leak
+
+
+@dataclass(frozen=True)
+class Census:
+    t: float
+    iterations_are: str
+    iteration: int
+    data: dict[str, Any]
+
+
+def censuses(profile: Profile) -> list[Census]:
+    out = []
+    for event in profile.events_of("census"):
+        data = event.get("census")
+        iteration = event.get("iteration")
+        if isinstance(data, dict) and isinstance(iteration, int):
+            out.append(Census(event.t, str(event.get("iterations_are")), iteration, data))
+    return out
+
+
+def _holders(census: Census) -> dict[str, dict[str, Any]]:
+    found: dict[str, dict[str, Any]] = {}
+    for holder in census.data.get("holders") or []:
+        if isinstance(holder, dict) and holder.get("id") is not None:
+            found[str(holder["id"])] = holder
+    return found
+
+
+def _kept(holder: dict[str, Any]) -> int:
+    return int(holder.get("bytes") or 0) + int(holder.get("grad_bytes") or 0)
+
+
+@dataclass(frozen=True)
+class Growing:
+    holder: dict[str, Any]  # as in the later census
+    per_iteration: float  # bytes
+    first: Census
+    last: Census
+
+
+def growing_holders(
+    profile: Profile,
+    iterations_are: str | None,
+    span: tuple[float, float],
+    per_iteration: float,
+    pace: float | None = None,
+) -> list[Growing]:
+    """Holders that gained memory over `span` (times, s) between two censuses, most first;
+    gains per iteration (or per second for growth over time). `pace`: the finding's
+    iterations per second, for iterations that are not optimizer steps."""
+    taken = [
+        c
+        for c in censuses(profile)
+        if c.t <= span[1] + 1e-6 and (iterations_are is None or c.iterations_are == iterations_are)
+    ]
+    # From the last census at or before the span's start (the warm-up the fit leaves out has
+    # ended by then, or nearly) to the last one in it.
+    before_start = [c for c in taken if c.t <= span[0]]
+    inside = [c for c in taken if c.t > span[0]]
+    if not inside or len(taken) < 2:
+        return []
+    first = before_start[-1] if before_start else inside[0]
+    last = inside[-1]
+    if first is last:
+        return []
+    if iterations_are == OPTIMIZER_STEPS:
+        steps = float(last.iteration - first.iteration)
+    else:
+        # The agent counts every outermost forward; the rule counts batches of them (or
+        # seconds): go by time, at the finding's own pace.
+        steps = (last.t - first.t) * (pace if pace is not None else 1.0)
+    if steps <= 0:
+        return []
+    before = _holders(first)
+    found = []
+    for key, holder in _holders(last).items():
+        gained = _kept(holder) - _kept(before.get(key, {}))
+        rate = gained / steps
+        if gained > 0 and rate >= MIN_SHARE * per_iteration:
+            found.append(Growing(holder, rate, first, last))
+    found.sort(key=lambda g: -g.per_iteration)
+    return found[:MAX_HOLDERS]
+
+
+def describe(holder: dict[str, Any]) -> str:
+    """ "`kept` (list, local of `train()` in train.py)"."""
+    name = str(holder.get("name") or "?")
+    container = str(holder.get("container") or "object")
+    kind = str(holder.get("kind") or "")
+    owner = holder.get("owner")
+    file = holder.get("file")
+    place = f" in {Path(str(file)).name}" if file else ""
+    if kind == "local" and owner:
+        where = f", local of `{owner}()`{place}"
+    elif kind == "global":
+        where = f", global of {owner or Path(str(file or '?')).stem}"
+    elif kind in ("attribute", "class attribute") and owner:
+        where = f", {kind} of {owner}"
+    elif kind == "closure" and owner:
+        where = f", in the closure of `{owner}()`{place}"
+    else:
+        where = f", {kind}" if kind else ""
+    return f"`{name}` ({container}{where})"
+
+
+def _contents(holder: dict[str, Any]) -> str:
+    count = int(holder.get("count") or 0)
+    graphs = int(holder.get("with_graph") or 0)
+    text = f"{count} tensor{'s' if count != 1 else ''}"
+    if graphs == count == 1:
+        text += " with an autograd graph"
+    elif graphs:
+        text += " with autograd graphs" if graphs == count else f" ({graphs} with autograd graphs)"
+    graph_bytes = int(holder.get("grad_bytes") or 0)
+    if graph_bytes:
+        whose = "whose graph keeps" if graphs == 1 else "whose graphs keep"
+        text += f", {whose} {format_bytes(graph_bytes)} of saved tensors"
+    return text
+
+
+def locations(found: list[Growing], unit: str = "iteration") -> tuple[Location, ...]:
+    """One location per growing holder: the line that adds to it, else where it lives."""
+    out = []
+    for growing in found:
+        holder = growing.holder
+        file = str(holder.get("file") or "")
+        name = str(holder.get("root") or holder.get("name") or "")
+        attribute = holder.get("kind") in ("attribute", "class attribute")
+        if attribute:
+            name = name.rsplit(".", 1)[-1]
+        first_line = holder.get("first_line") if holder.get("kind") == "local" else None
+        added = (
+            adding_line(
+                file,
+                name.split("[", 1)[0],
+                attribute=attribute,
+                first_line=int(first_line) if isinstance(first_line, int) else None,
+            )
+            if file and name
+            else None
+        )
+        line = added.line if added is not None else int(holder.get("line") or 0)
+        if not file or line <= 0:
+            continue
+        code = added.code if added is not None else source_line(file, line)
+        text = (
+            f"kept alive by {describe(holder)}: {_contents(holder)}, "
+            f"+{format_bytes(growing.per_iteration)} per {unit}"
+        )
+        function = holder.get("function") or holder.get("owner")
+        out.append(
+            Location(
+                file,
+                line,
+                str(function) if function else None,
+                code,
+                text,
+                round(growing.per_iteration),
+            )
+        )
+    return tuple(out)
