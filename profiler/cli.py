@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import profiler
 from profiler.launch.preflight import (
@@ -404,6 +404,20 @@ def _report_parser() -> argparse.ArgumentParser:
         help="print one JSON object (schema in docs/profile-format.md)",
     )
     parser.add_argument(
+        "--contents",
+        nargs="?",
+        const="last",
+        metavar="WHEN",
+        help="print what was alive at a census, grouped by what holds it: WHEN is first, last "
+        '(the default), an index (0, 1, -1) or step:N; with --json, a "contents" key',
+    )
+    parser.add_argument(
+        "--since",
+        metavar="WHEN",
+        help="with --contents: what changed from this census to that one (e.g. --contents "
+        "last --since first: what survived and grew over the run)",
+    )
+    parser.add_argument(
         "--html",
         metavar="OUT.html",
         help="write a self-contained HTML report (charts, findings and fixes, output) to this file",
@@ -440,6 +454,21 @@ def cmd_report(argv: Sequence[str]) -> int:
     from profiler.diagnosis import diagnose, finding_to_json
     from profiler.diagnosis.text import format_findings
 
+    if options.since is not None and options.contents is None:
+        sys.stderr.write("memsight: error: --since needs --contents\n")
+        return 2
+    contents: dict[str, Any] | None = None
+    if options.contents is not None:
+        from profiler.diagnosis.contents import contents_json, format_contents
+
+        try:
+            if not options.json:
+                sys.stdout.write(format_contents(profile, options.contents, options.since))
+                return 0
+            contents = contents_json(profile, options.contents, options.since)
+        except ValueError as exc:
+            sys.stderr.write(f"memsight: error: --contents: {exc}\n")
+            return 2
     diagnosis = diagnose(profile)
     if options.html is not None:
         written = _write_html(profile, diagnosis, options.html)
@@ -449,7 +478,10 @@ def cmd_report(argv: Sequence[str]) -> int:
             return 0
     if options.json:
         findings = [finding_to_json(f) for f in diagnosis.findings]
-        sys.stdout.write(json.dumps(to_json(profile, findings), indent=2) + "\n")
+        data = to_json(profile, findings)
+        if contents is not None:
+            data["contents"] = contents
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
     else:
         sys.stdout.write(format_text(profile, options.profile) + "\n" + format_findings(diagnosis))
     return 0

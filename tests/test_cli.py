@@ -234,3 +234,33 @@ def test_under_a_terminal_the_target_sees_a_terminal_and_its_output_arrives_line
     assert b"isatty True 123" in seen
     assert b"second line" in seen
     assert proc.returncode == 0
+
+
+@pytest.mark.slow  # records a real PyTorch example
+def test_report_contents_shows_the_holder_that_grew(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+
+    from tests.support import MEMSIGHT, ROOT, child_env
+
+    script = tmp_path / "holder_local.py"
+    shutil.copy(ROOT / "examples" / "holder_local.py", script)
+    out = tmp_path / "run.memsight"
+
+    def memsight(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*MEMSIGHT, *args], cwd=tmp_path, env=child_env(), capture_output=True, text=True,
+            timeout=180,
+        )  # fmt: skip
+
+    assert memsight("run", "-q", "--out", str(out), str(script)).returncode == 0
+    shown = memsight("report", str(out), "--contents", "last", "--since", "first")
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0].startswith("What changed from optimizer step 5")
+    assert "`kept` (list, local of `train()` in holder_local.py)" in lines[2]  # first: grew most
+    data = json.loads(memsight("report", str(out), "--json", "--contents").stdout)
+    assert data["contents"]["holders"][0]["holder"].startswith("`kept` (list")
+    bad = memsight("report", str(out), "--contents", "step:3")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    assert "no census at iteration 3; censuses were taken at 5, 10, 20, 40, 80" in bad.stderr

@@ -1,0 +1,207 @@
+"""Memory contents: what was alive at a census, grouped by holder, and what changed between two.
+
+The one definition behind `memsight report --contents`, the HTML report's contents section and
+the app's contents view. A census (agent/census.py) is taken between iterations; each row is
+one holder with what it reaches: tensors, bytes of their storages, bytes of saved tensors only
+their autograd graphs keep, devices, dtypes, a few shapes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from profiler.diagnosis.holders import Census, censuses, describe
+from profiler.profile.model import Profile
+from profiler.units import format_bytes
+
+
+@dataclass(frozen=True)
+class ContentsRow:
+    holder: str  # in words: "`kept` (list, local of `train()` in train.py)"
+    id: str
+    kind: str
+    count: int
+    bytes: int
+    graph_bytes: int
+    with_graph: int
+    devices: tuple[str, ...]
+    dtypes: tuple[str, ...]
+    shapes: tuple[str, ...]
+    place: str  # file:line where the holder lives, "" when unknown
+
+    @property
+    def total(self) -> int:
+        return self.bytes + self.graph_bytes
+
+
+@dataclass(frozen=True)
+class ChangeRow:
+    row: ContentsRow  # as in the later census (or the earlier, for a holder that is gone)
+    count_delta: int
+    bytes_delta: int  # storages and graph-kept bytes together
+
+
+def census_label(census: Census) -> str:
+    """ "optimizer step 40 (3.52 s)"."""
+    kind = {
+        "optimizer steps": "optimizer step",
+        "backward passes": "backward pass",
+        "forward passes": "forward",
+    }.get(census.iterations_are, census.iterations_are)
+    return f"{kind} {census.iteration} ({census.t:.2f} s)"
+
+
+def _row(holder: dict[str, Any]) -> ContentsRow:
+    file, line = holder.get("file"), holder.get("line")
+    place = f"{Path(str(file)).name}:{line}" if file and isinstance(line, int) else ""
+    return ContentsRow(
+        holder=describe(holder),
+        id=str(holder.get("id")),
+        kind=str(holder.get("kind") or ""),
+        count=int(holder.get("count") or 0),
+        bytes=int(holder.get("bytes") or 0),
+        graph_bytes=int(holder.get("grad_bytes") or 0),
+        with_graph=int(holder.get("with_graph") or 0),
+        devices=tuple(str(d) for d in holder.get("devices") or ()),
+        dtypes=tuple(str(d) for d in holder.get("dtypes") or ()),
+        shapes=tuple(_shape(shape) for shape in holder.get("shapes") or ()),
+        place=place,
+    )
+
+
+def _shape(shape: object) -> str:
+    if isinstance(shape, list):
+        return "x".join(str(n) for n in shape) if shape else "scalar"
+    return str(shape)
+
+
+def contents(census: Census) -> list[ContentsRow]:
+    """The holders of one census, largest first."""
+    rows = [_row(h) for h in census.data.get("holders") or [] if isinstance(h, dict)]
+    return sorted(rows, key=lambda r: (-r.total, r.id))
+
+
+def changes(before: Census, after: Census) -> list[ChangeRow]:
+    """What each holder gained or lost from `before` to `after`, largest growth first;
+    holders that did not change are left out."""
+    old = {row.id: row for row in contents(before)}
+    new = {row.id: row for row in contents(after)}
+    out = []
+    for key in old.keys() | new.keys():
+        was, now = old.get(key), new.get(key)
+        shown = now if now is not None else was
+        assert shown is not None
+        count = (now.count if now else 0) - (was.count if was else 0)
+        size = (now.total if now else 0) - (was.total if was else 0)
+        if count or size:
+            out.append(ChangeRow(shown, count, size))
+    return sorted(out, key=lambda c: (-c.bytes_delta, c.row.id))
+
+
+def pick(profile: Profile, which: str) -> Census:
+    """A census by what a user types: "first", "last", an index (0, 1, -1) or "step:N" (the
+    census at iteration N). Raises ValueError with a one-line message."""
+    taken = censuses(profile)
+    if not taken:
+        raise ValueError("the profile holds no censuses (recorded with --census never?)")
+    if which == "first":
+        return taken[0]
+    if which == "last":
+        return taken[-1]
+    if which.startswith(("step:", "iteration:")):
+        number = which.split(":", 1)[1]
+        found = [c for c in taken if number.isdigit() and c.iteration == int(number)]
+        if not found:
+            have = ", ".join(str(c.iteration) for c in taken)
+            raise ValueError(f"no census at iteration {number}; censuses were taken at {have}")
+        return found[0]
+    try:
+        return taken[int(which)]
+    except (ValueError, IndexError):
+        raise ValueError(
+            f"choose a census as first, last, an index from 0 to {len(taken) - 1} or "
+            f"step:N, not {which!r}"
+        ) from None
+
+
+def _size(value: int) -> str:
+    return format_bytes(value) if value else "-"
+
+
+def format_contents(profile: Profile, at: str = "last", since: str | None = None) -> str:
+    """The text `memsight report --contents` prints: one line per holder."""
+    census = pick(profile, at)
+    lines = [f"Memory contents at {census_label(census)}"]
+    cost = census.data.get("cost") or {}
+    if cost.get("partial"):
+        lines.append("  (partial: the census stopped at its time limit)")
+    if since is None:
+        lines.append(f"  {'bytes':>10}  {'graphs':>10}  {'tensors':>7}  holder")
+        for row in contents(census):
+            lines.append(
+                f"  {_size(row.bytes):>10}  {_size(row.graph_bytes):>10}  {row.count:>7}  "
+                f"{row.holder}{_extra(row)}"
+            )
+    else:
+        earlier = pick(profile, since)
+        lines[0] = f"What changed from {census_label(earlier)} to {census_label(census)}"
+        lines.append(f"  {'bytes':>11}  {'tensors':>8}  holder")
+        for change in changes(earlier, census):
+            sign = "+" if change.bytes_delta >= 0 else "-"
+            lines.append(
+                f"  {sign + format_bytes(abs(change.bytes_delta)):>11}  "
+                f"{change.count_delta:>+8}  {change.row.holder}{_extra(change.row)}"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def _extra(row: ContentsRow) -> str:
+    parts = [", ".join(row.devices), ", ".join(row.dtypes)]
+    if row.shapes:
+        parts.append("shapes " + ", ".join(row.shapes[:3]))
+    if row.with_graph:
+        parts.append(f"{row.with_graph} with autograd graphs")
+    parts = [p for p in parts if p]
+    return f"  [{'; '.join(parts)}]" if parts else ""
+
+
+def contents_json(profile: Profile, at: str = "last", since: str | None = None) -> dict[str, Any]:
+    census = pick(profile, at)
+    out: dict[str, Any] = {
+        "census": {
+            "t": round(census.t, 6),
+            "iteration": census.iteration,
+            "iterations_are": census.iterations_are,
+        },
+        "holders": [_row_json(row) for row in contents(census)],
+    }
+    if since is not None:
+        earlier = pick(profile, since)
+        out["since"] = {
+            "t": round(earlier.t, 6),
+            "iteration": earlier.iteration,
+            "iterations_are": earlier.iterations_are,
+        }
+        out["changes"] = [
+            {**_row_json(c.row), "count_delta": c.count_delta, "bytes_delta": c.bytes_delta}
+            for c in changes(earlier, census)
+        ]
+    return out
+
+
+def _row_json(row: ContentsRow) -> dict[str, Any]:
+    return {
+        "holder": row.holder,
+        "id": row.id,
+        "kind": row.kind,
+        "count": row.count,
+        "bytes": row.bytes,
+        "graph_bytes": row.graph_bytes,
+        "with_graph": row.with_graph,
+        "devices": list(row.devices),
+        "dtypes": list(row.dtypes),
+        "shapes": list(row.shapes),
+        "place": row.place,
+    }
