@@ -24,12 +24,15 @@ from PySide6.QtWidgets import (
 
 import profiler
 from app.console import ConsoleView
+from app.contents import ContentsPanel
 from app.controller import RunController
 from app.findings import BackgroundDiagnosis, FindingsPanel
 from app.runsetup import RunSetupPanel
 from app.settings import AppSettings, ScriptSetup
 from app.timeline import TimelineView
 from profiler.diagnosis import Finding
+from profiler.diagnosis.contents import census_label
+from profiler.diagnosis.holders import Census
 from profiler.launch.spec import ExitStatus, default_profile_name
 from profiler.profile.model import Profile
 from profiler.profile.storage import SUFFIX, ProfileError, load_profile
@@ -80,6 +83,16 @@ class MainWindow(QMainWindow):
             "Findings", self.findings, Qt.DockWidgetArea.RightDockWidgetArea
         )
         self.findings.findingSelected.connect(self._on_finding)
+        # Beside the console: a table wants the width of the window more than its height.
+        self.contents = ContentsPanel()
+        self.contents_dock = self._dock(
+            "Contents", self.contents, Qt.DockWidgetArea.BottomDockWidgetArea
+        )
+        self.tabifyDockWidget(self.console_dock, self.contents_dock)
+        self.console_dock.raise_()
+        self.contents.censusSelected.connect(self._on_census)
+        self._contents_shown = False  # the dock's tab is in front (Qt says so only by signal)
+        self.contents_dock.visibilityChanged.connect(self._on_contents_shown)
         self.findings.message.connect(lambda text: self.statusBar().showMessage(text, 10_000))
         self.diagnosis = BackgroundDiagnosis(self)
         self.diagnosis.ready.connect(self.findings.set_diagnosis)
@@ -114,8 +127,17 @@ class MainWindow(QMainWindow):
         if geometry is not None:
             self.restoreGeometry(geometry)
         else:
-            self.resize(1280, 820)
-            self.resizeDocks([self.findings_dock], [380], Qt.Orientation.Horizontal)
+            # No larger than the screen, title bar and borders included (the window manager
+            # adds them outside this size): a window cut off at its edges hides its own docks.
+            room = self.screen().availableGeometry()
+            width, height = min(1280, room.width() - 16), min(820, room.height() - 48)
+            self.resize(width, height)
+            self.resizeDocks(
+                [self.setup_dock, self.findings_dock],
+                [min(420, width // 4), min(380, width // 4)],
+                Qt.Orientation.Horizontal,
+            )
+            self.resizeDocks([self.console_dock], [min(220, height // 4)], Qt.Orientation.Vertical)
         state = self.store.value("window_state")
         if state is not None:
             self.restoreState(state)
@@ -175,6 +197,7 @@ class MainWindow(QMainWindow):
         view_menu.addAction(self.setup_dock.toggleViewAction())
         view_menu.addAction(self.console_dock.toggleViewAction())
         view_menu.addAction(self.findings_dock.toggleViewAction())
+        view_menu.addAction(self.contents_dock.toggleViewAction())
         self.console_find = self._action(
             "&Find in Output", QKeySequence.StandardKey.Find, self._focus_find
         )
@@ -248,6 +271,7 @@ class MainWindow(QMainWindow):
         self.profile_path = path
         self.timeline.set_profile(profile, running=running)
         self.console.set_profile(profile)
+        self.contents.set_profile(profile, running=running)
         self.findings.clear()
         self.diagnosis.forget()
         self._diagnose(final=not running)
@@ -388,6 +412,7 @@ class MainWindow(QMainWindow):
         if result.frames:
             self.timeline.refresh()
             self.console.refresh()
+            self.contents.refresh()
         if result.finished is not None:
             self._finished(result.finished, controller)
         elif time.monotonic() - self._diagnosed_at >= DIAGNOSE_EVERY_S and not self.diagnosis.busy:
@@ -405,6 +430,7 @@ class MainWindow(QMainWindow):
         if controller.error:
             self.show_error("The recording failed", controller.error)
         self.console.refresh()
+        self.contents.set_running(False)
         self._diagnose(final=True)
 
     def _diagnose(self, final: bool) -> None:
@@ -419,6 +445,23 @@ class MainWindow(QMainWindow):
             return
         evidence = finding.evidence
         self.timeline.highlight(evidence.start_s, evidence.end_s, evidence.plot)
+
+    def _on_census(self, census: Census | None, chosen: bool = False) -> None:
+        """Mark the census the contents panel shows (and the one it compares with) on the
+        timeline, while the panel is in sight: lines for a hidden panel would be marks nobody
+        asked for."""
+        if census is None or not self._contents_shown:
+            self.timeline.mark_times([])
+            return
+        marks = [(census.t, f"census at {census_label(census, time=False)}")]
+        earlier = self.contents.compared
+        if earlier is not None:
+            marks.append((earlier.t, f"since {census_label(earlier, time=False)}"))
+        self.timeline.mark_times(marks, reveal=chosen)
+
+    def _on_contents_shown(self, shown: bool) -> None:
+        self._contents_shown = shown
+        self._on_census(self.contents.selected)
 
     def _peak(self, name: str, values: np.ndarray) -> int:
         """Running maximum of a growing column: each status update looks only at new rows."""

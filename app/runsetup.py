@@ -56,6 +56,11 @@ class RunSetupPanel(QWidget):
         self.python = QComboBox()
         self.python.setEditable(True)
         self.python.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
+        # A long interpreter path must not set the dock's width: the field scrolls instead.
+        self.python.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.python.setMinimumContentsLength(12)
         self.python.addItem(default_python())
         self.env = QPlainTextEdit()
         self.env.setPlaceholderText("KEY=VALUE, one per line (added to memsight's environment)")
@@ -71,7 +76,12 @@ class RunSetupPanel(QWidget):
             "The RAM the run must fit in (the machine it will run on, say). The near-capacity "
             "finding warns when the peak comes within 10 % of it."
         )
-        self.hooks = QCheckBox("PyTorch instrumentation (iterations, phases, OOM details)")
+        # Short, so that the Run dock leaves the timeline room on a small screen.
+        self.hooks = QCheckBox("PyTorch instrumentation")
+        self.hooks.setToolTip(
+            "Iterations, phases, modes, censuses of live tensors and out-of-memory details. "
+            "Off: memory only."
+        )
         self.hooks.setChecked(True)
         self.problems = QLabel("")
         self.problems.setWordWrap(True)

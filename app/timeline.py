@@ -42,6 +42,7 @@ MIN_LEVEL_POINTS = 2048  # phase shading is drawn only when this few spans are i
 
 # Curves and marks take their colours from profiler.profile.series, shared with the report.
 COLORS = MARK_COLORS
+CENSUS_COLOR = "#8e44ad"  # the census the contents panel shows: apart from every other mark
 
 
 class ByteAxis(pg.AxisItem):
@@ -183,6 +184,7 @@ class TimelineView(QWidget):
         self._limits_key: tuple[Any, ...] = ()
         self._event_lines: list[tuple[pg.PlotItem, pg.InfiniteLine]] = []
         self._highlights: list[tuple[pg.PlotItem, pg.LinearRegionItem]] = []
+        self._time_marks: list[tuple[pg.PlotItem, pg.InfiniteLine]] = []
 
         self.readout = QLabel(" ")
         self.readout.setTextFormat(Qt.TextFormat.PlainText)
@@ -270,6 +272,7 @@ class TimelineView(QWidget):
 
     def set_profile(self, profile: Profile | None, running: bool = False) -> None:
         self.clear_highlight()
+        self.mark_times([])
         self.profile = profile
         self.running = running
         self.follow = True
@@ -327,6 +330,43 @@ class TimelineView(QWidget):
         for item, region in self._highlights:
             item.removeItem(region)
         self._highlights = []
+
+    def mark_times(self, marks: list[tuple[float, str]], reveal: bool = False) -> None:
+        """Dashed lines across the plots at these times (the census the contents panel shows
+        and the one it compares with), each labelled on the RAM plot; [] removes them.
+        `reveal` pans to the first when it is out of view, keeping the zoom: the user chose
+        it, so it must be seen."""
+        for plot, line in self._time_marks:
+            plot.removeItem(line)
+        self._time_marks = []
+        if not marks or self.profile is None:
+            return
+        pen = pg.mkPen(CENSUS_COLOR, width=1.5, style=Qt.PenStyle.DashLine)
+        for t, label in marks:
+            for plot in (self.ram_plot, self.gpu_plot, self.lane):
+                line = pg.InfiniteLine(
+                    pos=t,
+                    angle=90,
+                    movable=False,
+                    pen=pen,
+                    label=label if plot is self.ram_plot and label else None,
+                    # Low on the plot, left of the line: growth puts the curves high late on.
+                    labelOpts={
+                        "position": 0.1,
+                        "color": CENSUS_COLOR,
+                        "anchors": [(1, 1), (1, 1)],
+                    },
+                )
+                plot.addItem(line, ignoreBounds=True)
+                self._time_marks.append((plot, line))
+        t = marks[0][0]
+        low, high = self.lane.getViewBox().viewRange()[0]
+        if not reveal or low <= t <= high:
+            return
+        if self.running:
+            self.set_follow(False)
+        start = max(0.0, t - (high - low) / 2)
+        self._set_x_range(start, start + (high - low))
 
     def refresh(self, force: bool = False) -> None:
         profile = self.profile

@@ -243,3 +243,31 @@ def loop(
             rows += [(t, end, protocol.SPAN_LINK, f, 0, 0) for f in ids]
     t, end, kind, ids, module, flag = (np.array(c) for c in zip(*rows, strict=True))
     return table("spans", t, end=end, kind=kind, id=ids, module=module, flags=flag, depth=0)
+
+
+def holder(name: str, kind: str, size: int, count: int = 1, **more: object) -> dict[str, object]:
+    """One holder of a census as the agent reports it (agent/census.py): a `kind` ("local",
+    "global", "attribute"...) named `name`, reaching `count` tensors of `size` bytes."""
+    return {
+        "id": f"{kind}:{name}",
+        "name": name,
+        "kind": kind,
+        "container": "list" if kind == "local" else "Tensor",
+        "owner": "train",
+        "file": "/w/train.py",
+        "line": 9,
+        "count": count,
+        "bytes": size,
+        "grad_bytes": 0,
+        "with_graph": 0,
+        "devices": ["cpu"],
+        "dtypes": ["float32"],
+        "shapes": [[256, 2048]],
+        **more,
+    }
+
+
+def census(t: float, iteration: int, *holders: dict[str, object]) -> Event:
+    """A census event taken at optimizer step `iteration`, `t` seconds into the run."""
+    data = {"iterations_are": "optimizer steps", "iteration": iteration}
+    return Event(t, "census", {**data, "census": {"holders": list(holders)}})

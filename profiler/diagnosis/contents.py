@@ -8,7 +8,7 @@ their autograd graphs keep, devices, dtypes, a few shapes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,16 +41,33 @@ class ChangeRow:
     row: ContentsRow  # as in the later census (or the earlier, for a holder that is gone)
     count_delta: int
     bytes_delta: int  # storages and graph-kept bytes together
+    gone: bool = False  # the holder was in the earlier census only
+
+    @property
+    def now(self) -> ContentsRow:
+        """The holder as at the later census: one that is gone holds nothing (its devices,
+        dtypes and shapes stay the earlier census's, to tell what it held)."""
+        if not self.gone:
+            return self.row
+        return replace(self.row, count=0, bytes=0, graph_bytes=0, with_graph=0)
 
 
-def census_label(census: Census) -> str:
-    """ "optimizer step 40 (3.52 s)"."""
+def census_label(census: Census, time: bool = True) -> str:
+    """ "optimizer step 40 (3.52 s)"; without `time`, "optimizer step 40"."""
     kind = {
         "optimizer steps": "optimizer step",
         "backward passes": "backward pass",
         "forward passes": "forward",
     }.get(census.iterations_are, census.iterations_are)
-    return f"{kind} {census.iteration} ({census.t:.2f} s)"
+    return f"{kind} {census.iteration} ({census.t:.2f} s)" if time else f"{kind} {census.iteration}"
+
+
+PARTIAL = "partial: the census stopped at its time limit"
+
+
+def is_partial(census: Census) -> bool:
+    """The census ran out of its time budget: some holders may be missing."""
+    return bool((census.data.get("cost") or {}).get("partial"))
 
 
 def _row(holder: dict[str, Any]) -> ContentsRow:
@@ -96,7 +113,7 @@ def changes(before: Census, after: Census) -> list[ChangeRow]:
         count = (now.count if now else 0) - (was.count if was else 0)
         size = (now.total if now else 0) - (was.total if was else 0)
         if count or size:
-            out.append(ChangeRow(shown, count, size))
+            out.append(ChangeRow(shown, count, size, gone=now is None))
     return sorted(out, key=lambda c: (-c.bytes_delta, c.row.id))
 
 
@@ -126,22 +143,27 @@ def pick(profile: Profile, which: str) -> Census:
         ) from None
 
 
-def _size(value: int) -> str:
+def size_text(value: int) -> str:
+    """A size in a contents table: "-" for none, so the rows that hold something stand out."""
     return format_bytes(value) if value else "-"
+
+
+def signed_bytes(delta: int) -> str:
+    """A change of size: "+150.0 MiB", "-2.00 MiB"."""
+    return ("+" if delta >= 0 else "-") + format_bytes(abs(delta))
 
 
 def format_contents(profile: Profile, at: str = "last", since: str | None = None) -> str:
     """The text `memsight report --contents` prints: one line per holder."""
     census = pick(profile, at)
     lines = [f"Memory contents at {census_label(census)}"]
-    cost = census.data.get("cost") or {}
-    if cost.get("partial"):
-        lines.append("  (partial: the census stopped at its time limit)")
+    if is_partial(census):
+        lines.append(f"  ({PARTIAL})")
     if since is None:
         lines.append(f"  {'bytes':>10}  {'graphs':>10}  {'tensors':>7}  holder")
         for row in contents(census):
             lines.append(
-                f"  {_size(row.bytes):>10}  {_size(row.graph_bytes):>10}  {row.count:>7}  "
+                f"  {size_text(row.bytes):>10}  {size_text(row.graph_bytes):>10}  {row.count:>7}  "
                 f"{row.holder}{_extra(row)}"
             )
     else:
@@ -149,9 +171,8 @@ def format_contents(profile: Profile, at: str = "last", since: str | None = None
         lines[0] = f"What changed from {census_label(earlier)} to {census_label(census)}"
         lines.append(f"  {'bytes':>11}  {'tensors':>8}  holder")
         for change in changes(earlier, census):
-            sign = "+" if change.bytes_delta >= 0 else "-"
             lines.append(
-                f"  {sign + format_bytes(abs(change.bytes_delta)):>11}  "
+                f"  {signed_bytes(change.bytes_delta):>11}  "
                 f"{change.count_delta:>+8}  {change.row.holder}{_extra(change.row)}"
             )
     return "\n".join(lines) + "\n"

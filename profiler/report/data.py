@@ -12,7 +12,18 @@ from typing import Any
 import numpy as np
 
 from profiler.diagnosis import Diagnosis, get_fix
+from profiler.diagnosis.contents import (
+    PARTIAL,
+    ContentsRow,
+    census_label,
+    changes,
+    contents,
+    is_partial,
+    signed_bytes,
+    size_text,
+)
 from profiler.diagnosis.finding import SEVERITY_LABELS, Location
+from profiler.diagnosis.holders import censuses
 from profiler.diagnosis.signals import final_exception, gpu_devices, gpu_rows, ram_capacity
 from profiler.diagnosis.where import is_user_frame, parse_traceback, script_path
 from profiler.profile.model import Profile
@@ -155,6 +166,48 @@ def _findings(diagnosis: Diagnosis) -> list[dict[str, Any]]:
     return out
 
 
+def _contents_row(row: ContentsRow, gone: bool = False) -> dict[str, Any]:
+    return {
+        "holder": row.holder + (" (gone)" if gone else ""),
+        "place": row.place,
+        "count": f"{row.count:,}",
+        "bytes": size_text(row.bytes),
+        "graph_bytes": size_text(row.graph_bytes),
+        "with_graph": f"{row.with_graph:,}" if row.with_graph else "-",
+        "devices": ", ".join(row.devices),
+        "dtypes": ", ".join(row.dtypes),
+        "shapes": ", ".join(row.shapes),
+    }
+
+
+def memory_contents(profile: Profile) -> dict[str, Any] | None:
+    """What held live tensors at the last census and, when there are two or more, what
+    changed since the first (largest growth first); None without censuses."""
+    taken = censuses(profile)
+    if not taken:
+        return None
+    first, last = taken[0], taken[-1]
+    out: dict[str, Any] = {
+        "at": census_label(last),
+        "censuses": len(taken),
+        "partial": PARTIAL if is_partial(last) else "",
+        "rows": [_contents_row(row) for row in contents(last)],
+        "since": None,
+        "changes": [],
+    }
+    if len(taken) >= 2:
+        out["since"] = census_label(first)
+        out["changes"] = [
+            {
+                **_contents_row(change.now, change.gone),
+                "bytes_delta": signed_bytes(change.bytes_delta),
+                "count_delta": f"{change.count_delta:+,}",
+            }
+            for change in changes(first, last)
+        ]
+    return out
+
+
 def _exception(profile: Profile) -> dict[str, Any] | None:
     final = final_exception(profile)
     if final is None:
@@ -246,6 +299,7 @@ def report_context(profile: Profile, diagnosis: Diagnosis, name: str) -> dict[st
         "findings": findings,
         "finding_counts": counts,
         "failed_rules": dict(diagnosis.failed),
+        "contents": memory_contents(profile),
         "children": [
             {
                 "pid": c.pid,

@@ -14,7 +14,7 @@ import pytest
 
 from profiler.profile.model import Event
 from profiler.report import render_html, write_html
-from tests.factories import GiB, sample_profile, table
+from tests.factories import GiB, MiB, census, holder, sample_profile, table
 
 GOLDEN = Path(__file__).with_name("golden.html")
 PAYLOADS = [
@@ -195,3 +195,65 @@ def test_a_findings_holder_is_in_its_card() -> None:
     card = card[card.index('id="finding-1"') : card.index("</article>")]
     assert '<code class="place">/work/train.py:41</code>' in card
     assert "kept alive by `kept` (list, local of `train()`): 4 tensors, +3.00 MiB" in card
+
+
+def rows(text: str, table_id: str) -> list[str]:
+    """The body of a table as the reader sees it: a row's cell texts joined by " | "."""
+    body = text[text.index(f'id="{table_id}"') :]
+    body = body[body.index("<tbody>") : body.index("</tbody>")]
+    return [
+        " | ".join(
+            " ".join(html.unescape(re.sub(r"<[^>]+>", " ", cell)).split())
+            for cell in re.findall(r"<td[^>]*>(.*?)</td>", row)
+        )
+        for row in re.findall(r"<tr>(.*?)</tr>", body)
+    ]
+
+
+def test_memory_contents_at_the_last_census_and_what_changed_since_the_first() -> None:
+    # Given a run whose censuses saw `kept` grow, `model` stay and `cache` go
+    model = holder("model", "global", 9 * MiB, count=4, shapes=[[512, 256], [512]])
+    cache = holder("cache", "global", 2 * MiB, count=2)
+    profile = sample_profile()
+    profile.events += [
+        census(2.0, 5, holder("kept", "local", 5 * MiB, count=5), model, cache),
+        census(3.0, 10, holder("kept", "local", 10 * MiB, count=10), model, cache),
+        census(9.0, 80, holder("kept", "local", 80 * MiB, count=80, with_graph=80), model),
+    ]
+
+    text = render_html(profile)
+
+    # Then a section after the findings, linked from the top, shows the last census
+    assert (
+        text.index('id="findings"') < text.index('<section id="contents">') < text.index('id="run"')
+    )
+    assert '<a href="#contents">Memory contents</a>' in text
+    assert "What held live tensors at the last census, optimizer step 80 (9.00 s)" in text
+    assert rows(text, "contents-last") == [
+        "`kept` (list, local of `train()` in train.py) train.py:9 | 80 | 80.00 MiB | - | 80 | cpu | float32 | 256x2048",
+        "`model` (Tensor, global of train) train.py:9 | 4 | 9.00 MiB | - | - | cpu | float32 | 512x256, 512",
+    ]
+    # And what changed since the first, largest growth first, unchanged holders left out
+    assert "What changed since optimizer step 5 (2.00 s)" in text
+    assert rows(text, "contents-changes") == [
+        "`kept` (list, local of `train()` in train.py) train.py:9 | +75.00 MiB | +75 | 80 | 80.00 MiB | cpu | float32 | 256x2048",
+        "`cache` (Tensor, global of train) (gone) train.py:9 | -2.00 MiB | -2 | 0 | - | cpu | float32 | 256x2048",
+    ]
+
+
+def test_one_census_has_no_changes_and_none_has_no_section() -> None:
+    profile = sample_profile()
+    profile.events.append(census(2.0, 5, holder("kept", "local", 5 * MiB, count=5)))
+    text = render_html(profile)
+    assert rows(text, "contents-last") == [
+        "`kept` (list, local of `train()` in train.py) train.py:9 | 5 | 5.00 MiB | - | - | cpu | float32 | 256x2048"
+    ]
+    assert "What changed" not in text and 'id="contents-changes"' not in text
+
+    # Names come from the target: text, never markup
+    profile.events.append(census(3.0, 10, holder("<img src=x onerror=alert(1)>", "global", 4)))
+    text = render_html(profile)
+    assert "`&lt;img src=x onerror=alert(1)&gt;`" in text and "<img" not in text
+
+    text = render_html(sample_profile())
+    assert 'id="contents"' not in text and "Memory contents" not in text
