@@ -84,6 +84,13 @@ def parse_args() -> argparse.Namespace:
         help="pass --no-hooks to memsight run: memory sampling only, no PyTorch "
         "instrumentation in the target (tells the two costs apart)",
     )
+    p.add_argument(
+        "--census",
+        default=None,
+        metavar="WHEN",
+        help="pass --census WHEN to memsight run (default: memsight's, auto); never tells the "
+        "censuses' share of the cost apart",
+    )
     return p.parse_args()
 
 
@@ -130,6 +137,8 @@ def main() -> int:
     steps = opts.steps or calibrate_steps(opts.loop_seconds, opts.threads)
     args_ = workload_args(steps, opts.threads)
     options = ["--no-hooks"] if opts.no_hooks else []
+    if opts.census is not None:
+        options += ["--census", opts.census]
     print(
         f"workload: {WORKLOAD.name} {' '.join(args_)}; {opts.pairs} interleaved pairs; "
         f"memsight run {' '.join(options) or '(default options)'}"

@@ -121,7 +121,7 @@ def _run_parser() -> argparse.ArgumentParser:
         metavar="WHEN",
         default="auto",
         help="censuses of live tensors and what holds them, taken between iterations: auto "
-        "(after 5 iterations, then at 10, 20, 40, ..., within 1%% of the run's time), never, "
+        "(after 5 iterations, then at 10, 20, 40, ..., within 0.5%% of the run's time), never, "
         "or every-N (every N iterations) (default: auto)",
     )
     parser.add_argument(

@@ -26,7 +26,7 @@ READ_EVERY_S = 0.05
 MAX_SHARE = 0.01  # of one core: reads come further apart when one costs more than 1 ms
 # Readings between iterations (the optimizer step hook), at most this often: live bytes read
 # there hold no iteration's temporaries, so a steady growth of kept tensors shows plainly.
-BOUNDARY_EVERY_S = 0.05
+BOUNDARY_EVERY_S = 0.2
 
 _FIELDS = (
     "arena",
