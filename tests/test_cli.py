@@ -263,4 +263,5 @@ def test_report_contents_shows_the_holder_that_grew(tmp_path: Path) -> None:
     assert data["contents"]["holders"][0]["holder"].startswith("`kept` (list")
     bad = memsight("report", str(out), "--contents", "step:3")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
-    assert "no census at iteration 3; censuses were taken at 5, 10, 20, 40, 80" in bad.stderr
+    # Where later censuses fall depends on the run's pace (they wait for budget).
+    assert "no census at iteration 3; censuses were taken at 5, 10, " in bad.stderr

@@ -187,7 +187,9 @@ class PidCounter:
     between two readings are exactly the processes and threads created in between.
     """
 
-    MAX_RANGE = 512  # more new pids than this at once: a full rescan is cheaper
+    # More new pids than this at once: a full rescan instead (checking them costs ~10 us each;
+    # a rescan is paced, so a burst just under this is still better checked one by one).
+    MAX_RANGE = 4096
 
     def __init__(self) -> None:
         self._loadavg: ProcFile | None = None
@@ -239,13 +241,14 @@ def new_descendants(
         try:
             with open(f"/proc/{pid}/stat", "rb") as f:
                 stat = f.read()
-        except FileNotFoundError:
+        except OSError:  # not there yet, or caught mid-creation (ESRCH): look again
             unseen.append(pid)
             continue
-        except OSError:
-            continue
         ident = _parse_stat(pid, stat)
-        if ident is None or ident.ppid not in parents or not _leads_thread_group(pid):
+        if ident is None:
+            unseen.append(pid)  # unreadable as yet (or a zombie: a few more looks cost little)
+            continue
+        if ident.ppid not in parents or not _leads_thread_group(pid):
             continue
         found[pid] = ident
         parents.add(pid)

@@ -20,6 +20,7 @@ from profiler.recorder.blocks import TableBuffer
 
 EmitEvent = Callable[..., None]
 SYSTEM_EVERY_NS = 100_000_000
+UNSEEN_POLLS = 5  # looks at a new pid whose /proc entry is not there yet, one per poll
 
 
 @dataclass
@@ -72,7 +73,7 @@ class TreeWatcher(threading.Thread):
     child is found within about `poll_s` of its start however short its life (a DataLoader
     worker of a small evaluation may live 30 ms) and however busy the tree. The whole tree is
     rescanned every `scan_s`, and when the new pids cannot be told (the counter wrapped, or
-    hundreds were allocated at once); rescans cost about 10 us per thread of the tree and are
+    thousands were allocated at once); rescans cost about 10 us per thread of the tree and are
     paced to `scan_budget` of one core.
 
     Their memory: each child's USS is read from its page tables (smaps_rollup) every
@@ -158,7 +159,7 @@ class TreeWatcher(threading.Thread):
         next_names = 0.0
         next_poll = 0.0
         rescan = False  # pids were allocated that could not be checked one by one
-        unseen: list[int] = []  # new pids not in /proc yet at the last look
+        unseen: list[tuple[int, int]] = []  # (pid, looks) of new pids not in /proc yet
         while not self._halt.is_set():
             now = time.monotonic()
             new = counter.advance()
@@ -166,7 +167,15 @@ class TreeWatcher(threading.Thread):
                 rescan = True
             elif new or unseen:
                 cpu = time.thread_time()
-                unseen = self.discover([*unseen, *new], retry=new)
+                pending = [pid for pid, _ in unseen]
+                still = set(self.discover([*pending, *new]))
+                # A pid not in /proc yet is looked at again for UNSEEN_POLLS polls.
+                tries = dict(unseen)
+                unseen = [
+                    (pid, tries.get(pid, 0) + 1)
+                    for pid in [*pending, *new]
+                    if pid in still and tries.get(pid, 0) + 1 < UNSEEN_POLLS
+                ]
                 self.scan_cpu_s += time.thread_time() - cpu
             if (rescan or now >= next_scan) and now >= scan_allowed:
                 rescan = False
@@ -223,14 +232,14 @@ class TreeWatcher(threading.Thread):
         self.scans += 1
         return current
 
-    def discover(self, pids: list[int], retry: range | list[int] = range(0)) -> list[int]:
-        """Check just-allocated pids for new children; returns those of `retry` that had no
-        /proc entry yet, to be checked once more on the next poll."""
+    def discover(self, pids: list[int]) -> list[int]:
+        """Check just-allocated pids for new children; returns those that had no /proc entry
+        yet (a process is visible there a moment after its pid is allocated)."""
         found, unseen = proctree.new_descendants(pids, {self.pid, *self.known})
         t = time.monotonic_ns()
         for pid, ident in found.items():
             self._found(pid, ident, t)
-        return [pid for pid in unseen if pid in retry]
+        return unseen
 
     def _found(self, pid: int, ident: proctree.ProcessIdentity, t: int) -> None:
         """Start tracking a child (nothing if it is already tracked)."""
