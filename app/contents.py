@@ -25,16 +25,17 @@ from PySide6.QtWidgets import (
 
 from profiler.diagnosis.contents import (
     PARTIAL,
+    Census,
     ChangeRow,
     ContentsRow,
     census_label,
+    censuses,
     changes,
     contents,
     is_partial,
     signed_bytes,
     size_text,
 )
-from profiler.diagnosis.holders import Census, censuses
 from profiler.profile.model import Profile
 from profiler.units import format_bytes
 

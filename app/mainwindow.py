@@ -31,8 +31,7 @@ from app.runsetup import RunSetupPanel
 from app.settings import AppSettings, ScriptSetup
 from app.timeline import TimelineView
 from profiler.diagnosis import Finding
-from profiler.diagnosis.contents import census_label
-from profiler.diagnosis.holders import Census
+from profiler.diagnosis.contents import Census, census_label
 from profiler.launch.spec import ExitStatus, default_profile_name
 from profiler.profile.model import Profile
 from profiler.profile.storage import SUFFIX, ProfileError, load_profile

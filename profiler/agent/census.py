@@ -5,7 +5,8 @@ moment: every live tensor storage (found with gc.get_objects(), deduplicated by 
 views count once), and for each one the named holder that reaches it first: a module global,
 a local of a running frame, an attribute (`Model.kept`), a class attribute, a closure cell, a
 mutable default argument. Holders carry a stable `id` (root kind, root name and path), so two
-censuses of one process can be diffed (diff()): the holder that grows is the leak.
+censuses of one process can be compared (profiler/diagnosis/contents.py: changes): the
+holder that grows is the leak.
 
 The walk goes downward from named roots, breadth-first, with one visited set: the globals of
 the user's modules (not the standard library, not site-packages, not memsight itself), then
@@ -273,49 +274,6 @@ def take_census(
         if collecting:
             gc.enable()
         walker.release()
-
-
-def diff(before: Dict[str, Any], after: Dict[str, Any]) -> List[Dict[str, Any]]:
-    """Per holder id, what changed between two census JSONs: largest growth first.
-
-    A holder new in `after` grows from zero; one gone from it shrinks to zero. Holders that did
-    not change are left out.
-    """
-    old = _holders_by_id(before)
-    new = _holders_by_id(after)
-    rows = []
-    for hid in list(new) + [i for i in old if i not in new]:
-        a, b = old.get(hid), new.get(hid)
-        ref = b if b is not None else a
-        assert ref is not None
-        row: Dict[str, Any] = {
-            k: ref.get(k) for k in ("id", "name", "kind", "container", "owner", "file", "line")
-        }
-        for field in ("count", "bytes", "grad_bytes", "with_graph"):
-            now, then = _int(b, field), _int(a, field)
-            row[field] = now
-            row[field + "_delta"] = now - then
-        row["new"] = a is None
-        row["gone"] = b is None
-        if row["count_delta"] or row["bytes_delta"] or row["grad_bytes_delta"]:
-            rows.append(row)
-    rows.sort(
-        key=lambda r: (-(r["bytes_delta"] + r["grad_bytes_delta"]), -r["count_delta"], r["id"])
-    )
-    return rows
-
-
-def _holders_by_id(census: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
-    found: Dict[str, Dict[str, Any]] = {}
-    for h in census.get("holders") or []:
-        if isinstance(h, dict) and isinstance(h.get("id"), str):
-            found.setdefault(h["id"], h)
-    return found
-
-
-def _int(holder: Optional[Dict[str, Any]], field: str) -> int:
-    value = holder.get(field) if holder is not None else None
-    return value if isinstance(value, int) else 0
 
 
 class _Holder:

@@ -12,9 +12,57 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from profiler.diagnosis.holders import Census, censuses, describe
 from profiler.profile.model import Profile
 from profiler.units import format_bytes
+
+
+@dataclass(frozen=True)
+class Census:
+    t: float
+    iterations_are: str
+    iteration: int
+    data: dict[str, Any]
+
+
+def censuses(profile: Profile) -> list[Census]:
+    """The censuses the agent took (`census` events), in time order."""
+    out = []
+    for event in profile.events_of("census"):
+        data = event.get("census")
+        iteration = event.get("iteration")
+        if isinstance(data, dict) and isinstance(iteration, int):
+            out.append(Census(event.t, str(event.get("iterations_are")), iteration, data))
+    return out
+
+
+def holders_by_id(census: Census) -> dict[str, dict[str, Any]]:
+    """The holders of one census as the agent wrote them, by their id."""
+    found: dict[str, dict[str, Any]] = {}
+    for holder in census.data.get("holders") or []:
+        if isinstance(holder, dict) and holder.get("id") is not None:
+            found[str(holder["id"])] = holder
+    return found
+
+
+def describe(holder: dict[str, Any]) -> str:
+    """ "`kept` (list, local of `train()` in train.py)"."""
+    name = str(holder.get("name") or "?")
+    container = str(holder.get("container") or "object")
+    kind = str(holder.get("kind") or "")
+    owner = holder.get("owner")
+    file = holder.get("file")
+    place = f" in {Path(str(file)).name}" if file else ""
+    if kind == "local" and owner:
+        where = f", local of `{owner}()`{place}"
+    elif kind == "global":
+        where = f", global of {owner or Path(str(file or '?')).stem}"
+    elif kind in ("attribute", "class attribute") and owner:
+        where = f", {kind} of {owner}"
+    elif kind == "closure" and owner:
+        where = f", in the closure of `{owner}()`{place}"
+    else:
+        where = f", {kind}" if kind else ""
+    return f"`{name}` ({container}{where})"
 
 
 @dataclass(frozen=True)
@@ -96,7 +144,7 @@ def _shape(shape: object) -> str:
 
 def contents(census: Census) -> list[ContentsRow]:
     """The holders of one census, largest first."""
-    rows = [_row(h) for h in census.data.get("holders") or [] if isinstance(h, dict)]
+    rows = [_row(h) for h in holders_by_id(census).values()]
     return sorted(rows, key=lambda r: (-r.total, r.id))
 
 

@@ -11,10 +11,10 @@ to it (diagnosis/adders.py) make the finding's `where`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from profiler.diagnosis.adders import adding_line, source_line
+from profiler.diagnosis.contents import Census, censuses, changes, describe, holders_by_id
 from profiler.diagnosis.finding import Location
 from profiler.profile.model import Profile
 from profiler.profile.series import OPTIMIZER_STEPS
@@ -22,36 +22,6 @@ from profiler.units import format_bytes
 
 MAX_HOLDERS = 3
 MIN_SHARE = 0.05  # of the growth per iteration: smaller gains are noise, not the leak
-
-
-@dataclass(frozen=True)
-class Census:
-    t: float
-    iterations_are: str
-    iteration: int
-    data: dict[str, Any]
-
-
-def censuses(profile: Profile) -> list[Census]:
-    out = []
-    for event in profile.events_of("census"):
-        data = event.get("census")
-        iteration = event.get("iteration")
-        if isinstance(data, dict) and isinstance(iteration, int):
-            out.append(Census(event.t, str(event.get("iterations_are")), iteration, data))
-    return out
-
-
-def _holders(census: Census) -> dict[str, dict[str, Any]]:
-    found: dict[str, dict[str, Any]] = {}
-    for holder in census.data.get("holders") or []:
-        if isinstance(holder, dict) and holder.get("id") is not None:
-            found[str(holder["id"])] = holder
-    return found
-
-
-def _kept(holder: dict[str, Any]) -> int:
-    return int(holder.get("bytes") or 0) + int(holder.get("grad_bytes") or 0)
 
 
 @dataclass(frozen=True)
@@ -95,36 +65,14 @@ def growing_holders(
         steps = (last.t - first.t) * (pace if pace is not None else 1.0)
     if steps <= 0:
         return []
-    before = _holders(first)
+    held = holders_by_id(last)
     found = []
-    for key, holder in _holders(last).items():
-        gained = _kept(holder) - _kept(before.get(key, {}))
-        rate = gained / steps
-        if gained > 0 and rate >= MIN_SHARE * per_iteration:
-            found.append(Growing(holder, rate, first, last))
-    found.sort(key=lambda g: -g.per_iteration)
+    for change in changes(first, last):  # largest growth first
+        rate = change.bytes_delta / steps
+        if change.gone or change.bytes_delta <= 0 or rate < MIN_SHARE * per_iteration:
+            continue
+        found.append(Growing(held[change.row.id], rate, first, last))
     return found[:MAX_HOLDERS]
-
-
-def describe(holder: dict[str, Any]) -> str:
-    """ "`kept` (list, local of `train()` in train.py)"."""
-    name = str(holder.get("name") or "?")
-    container = str(holder.get("container") or "object")
-    kind = str(holder.get("kind") or "")
-    owner = holder.get("owner")
-    file = holder.get("file")
-    place = f" in {Path(str(file)).name}" if file else ""
-    if kind == "local" and owner:
-        where = f", local of `{owner}()`{place}"
-    elif kind == "global":
-        where = f", global of {owner or Path(str(file or '?')).stem}"
-    elif kind in ("attribute", "class attribute") and owner:
-        where = f", {kind} of {owner}"
-    elif kind == "closure" and owner:
-        where = f", in the closure of `{owner}()`{place}"
-    else:
-        where = f", {kind}" if kind else ""
-    return f"`{name}` ({container}{where})"
 
 
 def _contents(holder: dict[str, Any]) -> str:

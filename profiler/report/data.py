@@ -16,6 +16,7 @@ from profiler.diagnosis.contents import (
     PARTIAL,
     ContentsRow,
     census_label,
+    censuses,
     changes,
     contents,
     is_partial,
@@ -23,7 +24,6 @@ from profiler.diagnosis.contents import (
     size_text,
 )
 from profiler.diagnosis.finding import SEVERITY_LABELS, Location
-from profiler.diagnosis.holders import censuses
 from profiler.diagnosis.signals import final_exception, gpu_devices, gpu_rows, ram_capacity
 from profiler.diagnosis.where import is_user_frame, parse_traceback, script_path
 from profiler.profile.model import Profile

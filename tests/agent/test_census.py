@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import pytest
 import torch
 
-from profiler.agent.census import Census, diff, safe_to_run, take_census
+from profiler.agent.census import Census, safe_to_run, take_census
 from profiler.agent.heap import HeapReader
 
 FULL = 30.0  # seconds: a census that is not meant to stop early
@@ -535,23 +535,30 @@ def test_memsights_own_frames_and_objects_are_not_holders() -> None:
 # -- diff, budget ------------------------------------------------------------------------------
 
 
-def test_diff_shows_the_holder_that_grew() -> None:
+def test_comparing_two_censuses_shows_the_holder_that_grew() -> None:
+    # The diagnosis' comparison (profiler/diagnosis/contents.py), on real censuses.
+    from profiler.diagnosis.contents import Census as Taken
+    from profiler.diagnosis.contents import changes
+
+    def taken(data: dict[str, Any]) -> Taken:
+        return Taken(0.0, "optimizer steps", 1, data)
+
     growing = [floats(100)]
     steady = [floats(100)]
-    first = census().to_json()
+    first = taken(census().to_json())
     growing.extend(floats(100) for _ in range(5))
     added = [floats(7)]
-    second = census().to_json()
-    rows = diff(first, second)
+    second = taken(census().to_json())
+    rows = changes(first, second)
     top = rows[0]
-    assert top["id"].endswith(":growing")
-    assert (top["count_delta"], top["bytes_delta"], top["bytes"]) == (5, 2000, 2400)
-    assert not top["new"]
-    new = next(r for r in rows if r["id"].endswith(":added"))
-    assert new["new"] and new["bytes_delta"] == 28
-    assert not any(r["id"].endswith(":steady") for r in rows)  # unchanged: left out
-    gone = diff(second, first)
-    assert next(r for r in gone if r["id"].endswith(":added"))["gone"]
+    assert top.row.id.endswith(":growing")
+    assert (top.count_delta, top.bytes_delta, top.row.bytes) == (5, 2000, 2400)
+    assert not top.gone
+    new = next(r for r in rows if r.row.id.endswith(":added"))
+    assert (new.count_delta, new.bytes_delta) == (1, new.row.bytes) == (1, 28)  # from zero
+    assert not any(r.row.id.endswith(":steady") for r in rows)  # unchanged: left out
+    gone = changes(second, first)
+    assert next(r for r in gone if r.row.id.endswith(":added")).gone
     del growing, steady, added
 
 
