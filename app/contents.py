@@ -33,11 +33,10 @@ from profiler.diagnosis.contents import (
     changes,
     contents,
     is_partial,
-    signed_bytes,
     size_text,
 )
 from profiler.profile.model import Profile
-from profiler.units import format_bytes
+from profiler.units import format_bytes, format_signed_bytes
 
 NO_RUN = "No run yet"
 NO_CENSUS = (
@@ -283,7 +282,7 @@ class ContentsPanel(QWidget):
             self._fill_changes(found)
             net = sum(c.bytes_delta for c in found)
             holders = f"{len(found)} holder{'s' * (len(found) != 1)}"
-            summary = f"{holders} changed, {signed_bytes(net)} in all"
+            summary = f"{holders} changed, {format_signed_bytes(net)} in all"
         if mode != self._mode:
             # Other columns: back to the rows' own order, widths to fit the new contents.
             self._mode = mode
@@ -314,7 +313,7 @@ class ContentsPanel(QWidget):
             self.model.appendRow(
                 [
                     _holder_cell(change.row, change.gone),
-                    _cell(signed_bytes(change.bytes_delta), change.bytes_delta, number=True),
+                    _cell(format_signed_bytes(change.bytes_delta), change.bytes_delta, number=True),
                     _cell(f"{change.count_delta:+,}", change.count_delta, number=True),
                     *_row_cells(change.now),
                 ]

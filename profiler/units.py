@@ -57,6 +57,11 @@ def format_bytes(value: Optional[float]) -> str:
     return f"{size:.2f} {unit}" if abs(size) < 100 else f"{size:.1f} {unit}"
 
 
+def format_signed_bytes(delta: float) -> str:
+    """A change of size: "+150.0 MiB", "-2.00 MiB"."""
+    return ("+" if delta >= 0 else "-") + format_bytes(abs(delta))
+
+
 def parse_bytes(text: str) -> int:
     """'512MiB', '1.5 GiB', '2g', '1048576' -> bytes (binary units; KB means KiB here too)."""
     match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([A-Za-z]*)\s*", text)

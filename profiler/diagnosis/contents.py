@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from profiler.profile.model import Profile
-from profiler.units import format_bytes
+from profiler.units import format_bytes, format_signed_bytes
 
 
 @dataclass(frozen=True)
@@ -196,11 +196,6 @@ def size_text(value: int) -> str:
     return format_bytes(value) if value else "-"
 
 
-def signed_bytes(delta: int) -> str:
-    """A change of size: "+150.0 MiB", "-2.00 MiB"."""
-    return ("+" if delta >= 0 else "-") + format_bytes(abs(delta))
-
-
 def format_contents(profile: Profile, at: str = "last", since: str | None = None) -> str:
     """The text `memsight report --contents` prints: one line per holder."""
     census = pick(profile, at)
@@ -220,7 +215,7 @@ def format_contents(profile: Profile, at: str = "last", since: str | None = None
         lines.append(f"  {'bytes':>11}  {'tensors':>8}  holder")
         for change in changes(earlier, census):
             lines.append(
-                f"  {signed_bytes(change.bytes_delta):>11}  "
+                f"  {format_signed_bytes(change.bytes_delta):>11}  "
                 f"{change.count_delta:>+8}  {change.row.holder}{_extra(change.row)}"
             )
     return "\n".join(lines) + "\n"

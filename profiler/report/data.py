@@ -20,7 +20,6 @@ from profiler.diagnosis.contents import (
     changes,
     contents,
     is_partial,
-    signed_bytes,
     size_text,
 )
 from profiler.diagnosis.finding import SEVERITY_LABELS, Location
@@ -40,7 +39,7 @@ from profiler.profile.series import (
 from profiler.profile.summary import summarize, unrecorded_output
 from profiler.protocol import STDERR
 from profiler.report.decimate import envelope
-from profiler.units import format_bytes, format_duration
+from profiler.units import format_bytes, format_duration, format_signed_bytes
 
 CHART_BUCKETS = 1500  # points per series: 2 per bucket, about one per pixel of a wide chart
 MAX_MARKERS = 2000  # iteration ticks drawn; beyond that every k-th step
@@ -200,7 +199,7 @@ def memory_contents(profile: Profile) -> dict[str, Any] | None:
         out["changes"] = [
             {
                 **_contents_row(change.now, change.gone),
-                "bytes_delta": signed_bytes(change.bytes_delta),
+                "bytes_delta": format_signed_bytes(change.bytes_delta),
                 "count_delta": f"{change.count_delta:+,}",
             }
             for change in changes(first, last)

@@ -23,7 +23,7 @@ from profiler.diagnosis.config import DiagnosisConfig
 from profiler.diagnosis.finding import Evidence, Finding
 from profiler.diagnosis.rules.growth_per_iteration import Growth, growths, where
 from profiler.profile.model import Profile
-from profiler.units import format_bytes, format_duration
+from profiler.units import format_bytes, format_duration, format_signed_bytes
 
 RULE_ID = "allocator-retention"
 EXPLANATION = (
@@ -44,49 +44,24 @@ def check(profile: Profile, config: DiagnosisConfig) -> list[Finding]:
 
 def _finding(g: Growth) -> Finding:
     assert g.heap is not None  # retained_by_allocator needs the heap readings
-    free, in_use = g.heap.free, g.heap.in_use
     if g.iterations is not None:
         first, last = g.iterations
         span = f"over {last - first} iterations"
         rate = f"{format_bytes(g.fit.slope)} per iteration"
-        numbers: dict[str, float | int | str | None] = {
-            "bytes_per_iteration": round(g.fit.slope, 1),
-            "iterations": last - first,
-            "iterations_are": g.iterations_are,
-        }
     else:
-        seconds = g.end_s - g.start_s
-        span = f"over {format_duration(seconds)}"
+        span = f"over {format_duration(g.end_s - g.start_s)}"
         rate = f"{format_bytes(g.fit.slope)}/s"
-        numbers = {
-            "bytes_per_second": round(g.fit.slope, 1),
-            "seconds": round(seconds, 3),
-            "iterations_are": None,
-        }
-    numbers.update(
-        {
-            "r2": round(g.fit.r2, 4),
-            "growth_bytes": round(g.growth),
-            "start_bytes": round(g.start_level),
-            "heap_in_use_growth_bytes": round(in_use),
-            "heap_free_growth_bytes": round(free),
-            "device": None,
-        }
-    )
     text = (
         f"{where(g.plot, g.device)} rose {format_bytes(g.growth)} {span} ({rate}, r² "
         f"{g.fit.r2:.2f}); meanwhile the bytes malloc keeps free in its heaps rose "
-        f"{format_bytes(free)} and its live allocations changed by {_signed(in_use)}"
+        f"{format_bytes(g.heap.free)} and its live allocations changed by "
+        f"{format_signed_bytes(g.heap.in_use)}"
     )
     return Finding(
         RULE_ID,
         "info",
         "RAM climbs because malloc keeps freed memory, not because of a leak",
         EXPLANATION,
-        Evidence(text, g.start_s, g.end_s, "ram", g.iterations, numbers),
+        Evidence(text, g.start_s, g.end_s, "ram", g.iterations, g.numbers()),
         FIXES,
     )
-
-
-def _signed(value: float) -> str:
-    return ("+" if value >= 0 else "-") + format_bytes(abs(value))

@@ -106,6 +106,34 @@ class Growth:
             self.growth - heap.free, self.start_level, self.plot, config
         )
 
+    def numbers(self) -> dict[str, float | int | str | None]:
+        """The evidence numbers every finding on this climb carries: its rate over its span
+        (per iteration, or per second over time), its fit and size, the device, and malloc's
+        counts where they were read."""
+        numbers: dict[str, float | int | str | None]
+        if self.iterations is not None:
+            numbers = {
+                "bytes_per_iteration": round(self.fit.slope, 1),
+                "iterations": self.iterations[1] - self.iterations[0],
+                "iterations_are": self.iterations_are,
+            }
+        else:
+            numbers = {
+                "bytes_per_second": round(self.fit.slope, 1),
+                "seconds": round(self.end_s - self.start_s, 3),
+                "iterations_are": None,
+            }
+        numbers.update(
+            r2=round(self.fit.r2, 4),
+            growth_bytes=round(self.growth),
+            start_bytes=round(self.start_level),
+            device=self.device,
+        )
+        if self.heap is not None:
+            numbers["heap_in_use_growth_bytes"] = round(self.heap.in_use)
+            numbers["heap_free_growth_bytes"] = round(self.heap.free)
+        return numbers
+
 
 @dataclass(frozen=True)
 class HeapGrowth:
@@ -263,13 +291,11 @@ def _per_iteration(
 
 def _finding(g: Growth) -> Finding:
     place = where(g.plot, g.device)
-    numbers: dict[str, float | int | str | None]
+    numbers = g.numbers()
     if g.iterations is not None:
-        first, last = g.iterations
-        steps = last - first
         text = (
-            f"+{format_bytes(g.fit.slope)} per iteration over {steps} iterations "
-            f"(r² {g.fit.r2:.2f}): {format_bytes(g.growth)} in all"
+            f"+{format_bytes(g.fit.slope)} per iteration over {numbers['iterations']} "
+            f"iterations (r² {g.fit.r2:.2f}): {format_bytes(g.growth)} in all"
         )
         word = _ITERATION_WORDS.get(g.iterations_are or "")
         if word is not None:  # not optimizer steps: say what an iteration is
@@ -279,43 +305,22 @@ def _finding(g: Growth) -> Finding:
             )
         title = f"{place} grows by {format_bytes(g.fit.slope)} every iteration"
         explanation = EXPLANATION
-        numbers = {
-            "bytes_per_iteration": round(g.fit.slope, 1),
-            "iterations": steps,
-            "iterations_are": g.iterations_are,
-            "r2": round(g.fit.r2, 4),
-            "growth_bytes": round(g.growth),
-            "start_bytes": round(g.start_level),
-            "tail_bytes_per_iteration": round(g.tail.slope, 1),
-            "device": g.device,
-        }
+        numbers["tail_bytes_per_iteration"] = round(g.tail.slope, 1)
     else:
-        seconds = g.end_s - g.start_s
         text = (
-            f"{place} grows {format_bytes(g.fit.slope)}/s for {format_duration(seconds)} "
-            f"(r² {g.fit.r2:.2f}): {format_bytes(g.growth)} in all; no training or inference "
-            "loop to count iterations, so this is growth over time"
+            f"{place} grows {format_bytes(g.fit.slope)}/s for "
+            f"{format_duration(g.end_s - g.start_s)} (r² {g.fit.r2:.2f}): "
+            f"{format_bytes(g.growth)} in all; no training or inference loop to count "
+            "iterations, so this is growth over time"
         )
         title = f"{place} grows steadily over time, by {format_bytes(g.fit.slope)} every second"
         explanation = EXPLANATION_OVER_TIME
-        numbers = {
-            "bytes_per_second": round(g.fit.slope, 1),
-            "seconds": round(seconds, 3),
-            "iterations_are": None,
-            "r2": round(g.fit.r2, 4),
-            "growth_bytes": round(g.growth),
-            "start_bytes": round(g.start_level),
-            "tail_bytes_per_second": round(g.tail.slope, 1),
-            "device": g.device,
-        }
-    if g.heap is not None:
-        numbers["heap_in_use_growth_bytes"] = round(g.heap.in_use)
-        numbers["heap_free_growth_bytes"] = round(g.heap.free)
-        if g.heap.free >= 0.25 * g.growth:
-            text += (
-                f"; live allocations grew {format_bytes(max(0.0, g.heap.in_use))}, and "
-                f"{format_bytes(g.heap.free)} more is free memory malloc keeps between them"
-            )
+        numbers["tail_bytes_per_second"] = round(g.tail.slope, 1)
+    if g.heap is not None and g.heap.free >= 0.25 * g.growth:
+        text += (
+            f"; live allocations grew {format_bytes(max(0.0, g.heap.in_use))}, and "
+            f"{format_bytes(g.heap.free)} more is free memory malloc keeps between them"
+        )
     return Finding(
         RULE_ID,
         "warning",
