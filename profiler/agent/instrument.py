@@ -129,6 +129,10 @@ class Instrumentation:
         self._is_compiling: Callable[[], bool] = getattr(compiler, "is_compiling", lambda: False)
         self._queue_callback = _engine_queue_callback(torch)
         self._backwards = 0
+        # Reads the C heap between iterations (the agent's; a stand-in agent may lack it).
+        self._heap_between_iterations: Optional[Callable[[], None]] = getattr(
+            agent, "heap_between_iterations", None
+        )
         self._call_sites: Set[Tuple[Any, Any, int]] = set()
         # Frames in these folders are torch's or memsight's, not the line of the user's code
         # that called the model (torch.nn.modules.module's _call_impl, the agent's hooks).
@@ -292,21 +296,14 @@ class Instrumentation:
         if not self._observer_attached:
             self._attach_oom_observer()
         self._forward_ids += 1
+        grad = bool(self.torch.is_grad_enabled())
         if not stack:
             self._outermost_forwards += 1
-            if self.torch.is_grad_enabled():
+            if grad:
                 self._note_call_site(module)
             self.censuses.at_boundary(FORWARD_PASSES, self._outermost_forwards)
-        torch = self.torch
         stack.append(
-            [
-                module,
-                _now(),
-                self._forward_ids,
-                bool(module.training),
-                torch.is_grad_enabled(),
-                self._autocast(),
-            ]
+            [module, _now(), self._forward_ids, bool(module.training), grad, self._autocast()]
         )
         self.phase = "forward"
 
@@ -479,9 +476,8 @@ class Instrumentation:
             self._stop_discovery()
         else:
             self._maybe_rediscover()
-        heap = getattr(self.agent, "heap_between_iterations", None)
-        if heap is not None:
-            heap()
+        if self._heap_between_iterations is not None:
+            self._heap_between_iterations()
         self.censuses.at_boundary(OPTIMIZER_STEPS, self.steps)
 
     def _cleared_how(self, optimizer: Any) -> int:
