@@ -25,9 +25,9 @@ from PySide6.QtWidgets import (
 )
 
 from app.editor import EDITOR_KEY, open_location
+from profiler.codefiles import is_pseudo_file
 from profiler.diagnosis import Diagnosis, Finding, Location, diagnose, get_fix
 from profiler.diagnosis.finding import SEVERITY_COLORS, SEVERITY_LABELS, severity_counts
-from profiler.diagnosis.where import is_pseudo_file
 from profiler.profile.model import Profile
 from profiler.profile.summary import summarize
 from profiler.units import format_bytes, format_duration

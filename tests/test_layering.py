@@ -31,11 +31,12 @@ def test_no_profiler_module_imports_qt() -> None:
     assert len(modules) > 10
 
 
-# What runs inside the user's interpreter: the agent and the two core modules it ships with.
+# What runs inside the user's interpreter: the agent and the core modules it ships with.
 AGENT_SOURCES = [
     *sorted((ROOT / "profiler" / "agent").rglob("*.py")),
     ROOT / "profiler" / "protocol.py",
     ROOT / "profiler" / "units.py",
+    ROOT / "profiler" / "codefiles.py",
 ]
 
 
@@ -51,7 +52,7 @@ sys.meta_path.insert(0, Block())
 root = {str(ROOT / "profiler")!r}
 spec = importlib.util.spec_from_file_location("_memsight_profiler", os.path.join(root, "__init__.py"), submodule_search_locations=[root])
 pkg = importlib.util.module_from_spec(spec); sys.modules["_memsight_profiler"] = pkg; spec.loader.exec_module(pkg)
-for name in ("protocol", "units", "agent", "agent.entry", "agent.client", "agent.cuda", "agent.oom"):
+for name in ("protocol", "units", "codefiles", "agent", "agent.entry", "agent.client", "agent.cuda", "agent.oom"):
     importlib.import_module("_memsight_profiler." + name)
 print("ok")
 """

@@ -57,6 +57,8 @@ import weakref
 from itertools import compress
 from typing import AbstractSet, Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
+from ..codefiles import OWN_DIR, is_library_file
+
 SCHEMA = 1
 MAX_DEPTH = 12  # steps below a root (a model's whole tree of submodules is one step)
 MAX_OBJECTS = 2_000_000
@@ -68,9 +70,11 @@ MAX_KEY_CHARS = 40
 CHECK_EVERY = 256  # objects between two readings of the clock
 
 # Every file of memsight (agent, protocol, units): its frames and modules are not the user's.
-_OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_OWN_DIR = OWN_DIR + os.sep
 _OWN_PACKAGE = __name__.split(".")[0]
-_STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__)) + os.sep
+# Whether a module is the user's, by name, with the file it had: kept from one census to the
+# next (names and paths only), since a process that imported torch has thousands of modules.
+_USER_MODULES: Dict[str, Tuple[Any, bool]] = {}
 
 # The C descriptors of `type`: reading a class through them bypasses any metaclass.
 _class_dict: Callable[[type], Any] = type.__dict__["__dict__"].__get__
@@ -501,7 +505,6 @@ class _Walker:
 
         self.types: Dict[type, _TypeInfo] = {}
         self.user_modules: Dict[str, bool] = {}
-        self.library_files: Dict[str, bool] = {}
         self.module_files: Dict[str, Optional[str]] = {}
         self.device_names: Dict[Any, str] = {}
         self.dtype_names: Dict[Any, str] = {}
@@ -703,22 +706,14 @@ class _Walker:
     def is_user_module(self, modname: str, namespace: Dict[str, Any]) -> bool:
         if modname == "__main__":
             return True
-        if _own(modname):
-            return False
         file = namespace.get("__file__")
-        return type(file) is str and not self.is_library_file(file)
-
-    def is_library_file(self, path: str) -> bool:
-        known = self.library_files.get(path)
-        if known is None:
-            known = self.library_files[path] = (
-                path.startswith("<frozen")
-                or path.startswith(_STDLIB_DIR)
-                or path.startswith(_OWN_DIR)
-                or "site-packages" in path
-                or "dist-packages" in path
-            )
-        return known
+        known = _USER_MODULES.get(modname)
+        if known is not None and known[0] is file:
+            return known[1]
+        user = not _own(modname) and type(file) is str and not is_library_file(file)
+        if type(file) is str or file is None:
+            _USER_MODULES[modname] = (file, user)  # a str or None: no object kept alive
+        return user
 
     def frame_roots(self, skip_frames: AbstractSet[int], exclude_threads: AbstractSet[int]) -> None:
         names = _thread_names()
@@ -748,7 +743,7 @@ class _Walker:
                     file = code.co_filename
                     if id(frame) in skip_frames or file.startswith(_OWN_DIR):
                         continue
-                    if self.is_library_file(file) is library:
+                    if is_library_file(file) is library:
                         self.frame_locals(frame, code, file, thread)
 
     def frame_locals(
@@ -893,7 +888,7 @@ class _Walker:
             if frame is not None:
                 code = frame.f_code
                 file = code.co_filename
-                if not self.is_library_file(file):
+                if not is_library_file(file):
                     self.frame_locals(frame, code, file, None)
 
     def push_all(self, items: Iterable[Any], ctx: _Ctx) -> None:
@@ -1057,7 +1052,7 @@ class _Walker:
         """A user function: its closure cells and defaults are holders."""
         code = fn.__code__
         file = code.co_filename
-        if self.is_library_file(file):
+        if is_library_file(file):
             return
         qualname = fn.__qualname__
         first = code.co_firstlineno

@@ -59,6 +59,7 @@ import types
 import weakref
 from typing import Any, Callable, Dict, List, NoReturn, Optional, Set, Tuple
 
+from ..codefiles import is_library_file
 from ..protocol import (
     CLEARED_FIRST_STEP,
     CLEARED_GRAD_REPLACED,
@@ -136,11 +137,7 @@ class Instrumentation:
         self._call_sites: Set[Tuple[Any, Any, int]] = set()
         # Frames in these folders are torch's or memsight's, not the line of the user's code
         # that called the model (torch.nn.modules.module's _call_impl, the agent's hooks).
-        self._library_prefixes = tuple(
-            os.path.dirname(os.path.abspath(str(f))) + os.sep
-            for f in (os.path.dirname(__file__), getattr(torch, "__file__", None))
-            if f
-        )
+        self._library_files: Dict[str, bool] = {}  # codefiles' verdict, by path
         self._outermost_forwards = 0
         self.censuses = CensusSchedule(agent, torch, str(getattr(agent, "census", "never")))
 
@@ -344,14 +341,19 @@ class Instrumentation:
     def _note_call_site(self, module: Any) -> None:
         """Record, once per place, the line of the user's code that called an outermost module
         with autograd on (inference-without-no-grad names it). The walk up the stack stops at
-        the first frame outside torch and memsight: a few microseconds per forward, and an
-        event only for a (module class, line) pair not seen before."""
+        the first frame of the user's code (not torch, not a framework such as Lightning that
+        called the model, not memsight; profiler/codefiles.py decides): a few microseconds per
+        forward, and an event only for a (module class, line) pair not seen before."""
         frame: Any = sys._getframe(2)
-        for _ in range(40):
+        known = self._library_files
+        for _ in range(60):
             if frame is None:
                 return
             path = frame.f_code.co_filename
-            if not path.startswith(self._library_prefixes):
+            library = known.get(path)
+            if library is None:
+                library = known[path] = is_library_file(path)
+            if not library:
                 break
             frame = frame.f_back
         else:

@@ -6,24 +6,18 @@ keys. Both read the same here. Of the frames, the one to show a user is the inne
 own code: not PyTorch, not an installed package, not the standard library, not memsight, and
 not a pseudo file such as `<frozen runpy>` or `<string>` unless nothing else is left.
 
-The profile may come from another interpreter or another machine than the one reading it, so
-a library is told by its path's shape (`site-packages`, `dist-packages`, `lib/python3.X`, a
-`torch` package folder) as well as by this interpreter's own installation paths.
+Which files are a library's is profiler/codefiles.py's one definition, shared with the agent.
 """
 
 from __future__ import annotations
 
-import itertools
 import os
 import re
-import sys
-import sysconfig
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path, PurePath
 from typing import Any
 
+from profiler.codefiles import is_library_file, is_pseudo_file
 from profiler.diagnosis.finding import Location
 from profiler.profile.model import RunInfo
 
@@ -31,15 +25,6 @@ SYNTAX_ERRORS = ("SyntaxError", "IndentationError", "TabError")
 # "'(' was never closed (train.py, line 3)": where a SyntaxError is; Python names the file
 # by its base name only.
 SYNTAX_WHERE = re.compile(r"\((?P<file>[^()]+), line (?P<line>\d+)\)\s*$")
-# Folders installed packages live in, whichever interpreter recorded the run.
-PACKAGE_DIRS = frozenset({"site-packages", "dist-packages"})
-# Package folders that are never the user's, even when installed from a checkout (an
-# editable PyTorch build), and the name memsight's agent runs under inside the target.
-LIBRARY_PACKAGES = frozenset({"torch", "_memsight_profiler"})
-# A standard library folder of any CPython on a POSIX system: lib/python3.12, lib64/python3.9t.
-_STDLIB_DIR = re.compile(r"python\d+(\.\d+)?t?")
-# The package this module belongs to (memsight's `profiler`), wherever it is installed.
-OWN_PACKAGE = Path(__file__).resolve().parents[1]
 CODE_CHARS = 160  # of a source line quoted in an evidence text
 
 
@@ -87,43 +72,6 @@ def parse_traceback(value: object) -> list[Frame]:
     return frames
 
 
-def is_pseudo_file(file: str) -> bool:
-    """`<frozen runpy>`, `<string>`, `<stdin>`: code with no file to open."""
-    return file.startswith("<") and file.endswith(">")
-
-
-@cache
-def _installation_dirs() -> tuple[PurePath, ...]:
-    """This interpreter's standard library and package folders, and its base installation's."""
-    dirs: set[str] = set()
-    for scheme_vars in ({}, {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}):
-        paths = sysconfig.get_paths(vars=scheme_vars)
-        for key in ("stdlib", "platstdlib", "purelib", "platlib"):
-            if paths.get(key):
-                dirs.add(os.path.normpath(paths[key]))
-    return tuple(PurePath(d) for d in sorted(dirs))
-
-
-def is_library_file(file: str) -> bool:
-    """Whether `file` is PyTorch's, an installed package's, the standard library's or
-    memsight's own code rather than the user's."""
-    if is_pseudo_file(file):
-        return False  # not a library's; whether it is worth showing is user_frame's call
-    path = PurePath(os.path.normpath(file))
-    parts = path.parts
-    folders = parts[:-1]
-    if PACKAGE_DIRS.intersection(folders) or LIBRARY_PACKAGES.intersection(folders):
-        return True
-    if any(
-        _STDLIB_DIR.fullmatch(name) and parent.lower() in ("lib", "lib64")
-        for parent, name in itertools.pairwise(folders)
-    ):
-        return True
-    if any(path.is_relative_to(d) for d in _installation_dirs()):
-        return True
-    return path.is_relative_to(OWN_PACKAGE)
-
-
 def _is_script(file: str, script: str | None) -> bool:
     if not script:
         return False
@@ -138,7 +86,7 @@ def is_user_frame(frame: Frame, script: str | None = None) -> bool:
     library's (pseudo files included, but not the interpreter's `<frozen ...>` modules)."""
     if _is_script(frame.file, script):
         return True
-    return not (is_library_file(frame.file) or frame.file.startswith("<frozen"))
+    return not is_library_file(frame.file)
 
 
 def user_frame(frames: Iterable[Frame], script: str | None = None) -> Frame | None:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from profiler import protocol
+from profiler.diagnosis import diagnose
 from tests.support import MEMSIGHT, child_env, find_python, run_memsight, run_plain, write_script
 
 # Real PyTorch training scripts under `memsight run`.
@@ -268,3 +269,53 @@ def test_torch_imported_before_the_script_is_still_instrumented(tmp_path: Path) 
     traced = run_memsight(["train.py", "zero_grad"], tmp_path, env=env)
     assert traced.returncode == 0, traced.stderr
     assert traced.profile().iterations == 8
+
+
+EVALKIT = """
+def evaluate(model, batches):
+    correct = 0
+    for x, y in batches:
+        correct += int((model(x).argmax(dim=1) == y).sum())
+    return correct
+"""
+
+EVALUATE_THROUGH_A_PACKAGE = """
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent / "site-packages"))
+import torch
+from torch import nn
+
+import evalkit
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(16, 1024), nn.GELU(), nn.Tanh(), nn.Linear(1024, 10))
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+for _step in range(10):
+    loss = nn.functional.cross_entropy(model(torch.randn(64, 16)), torch.randint(0, 10, (64,)))
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+model.eval()
+batches = [(torch.randn(8192, 16), torch.randint(0, 10, (8192,))) for _ in range(6)]
+correct = evalkit.evaluate(model, batches)  # the user's line
+print(correct)
+"""
+
+
+def test_a_forward_called_by_an_installed_package_names_the_users_line_that_called_it(
+    tmp_path: Path,
+) -> None:
+    # Under Lightning or transformers the model is called by the framework; the line to show is
+    # the user's call into it. Files under site-packages are a library's (profiler/codefiles.py),
+    # for the agent's call site as for the diagnosis' traceback frames.
+    write_script(tmp_path / "site-packages" / "evalkit", "__init__.py", EVALKIT)
+    write_script(tmp_path, "evaluate.py", EVALUATE_THROUGH_A_PACKAGE)
+    traced = run_memsight(["evaluate.py"], tmp_path)
+    assert traced.returncode == 0, traced.stderr
+    findings = {f.rule: f for f in diagnose(traced.profile()).findings}
+    where = findings["inference-without-no-grad"].where
+    assert where, findings["inference-without-no-grad"].evidence.text
+    assert Path(where[0].file).name == "evaluate.py"
+    assert where[0].code == "correct = evalkit.evaluate(model, batches)  # the user's line"

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import profiler
+from profiler.codefiles import is_library_file
 from profiler.diagnosis import diagnose, finding_to_json
 from profiler.diagnosis.finding import Location
 from profiler.diagnosis.text import format_findings
@@ -23,7 +24,6 @@ from profiler.diagnosis.where import (
     Frame,
     describe,
     exception_locations,
-    is_library_file,
     parse_traceback,
     syntax_error_location,
     user_frame,
