@@ -72,9 +72,11 @@ CHECK_EVERY = 256  # objects between two readings of the clock
 # Every file of memsight (agent, protocol, units): its frames and modules are not the user's.
 _OWN_DIR = OWN_DIR + os.sep
 _OWN_PACKAGE = __name__.split(".")[0]
-# Whether a module is the user's, by name, with the file it had: kept from one census to the
-# next (names and paths only), since a process that imported torch has thousands of modules.
+# Whether a module is the user's, by name, with the file it had, and the modules found not to
+# be (by name, with the id of the module object): kept from one census to the next (names,
+# paths and ids only), since a process that imported torch has thousands of modules.
 _USER_MODULES: Dict[str, Tuple[Any, bool]] = {}
+_NOT_USER_MODULES: Dict[str, int] = {}
 
 # The C descriptors of `type`: reading a class through them bypasses any metaclass.
 _class_dict: Callable[[type], Any] = type.__dict__["__dict__"].__get__
@@ -683,7 +685,10 @@ class _Walker:
             self.next_ctxs.append(ctx)
 
     def global_roots(self) -> None:
+        not_users = _NOT_USER_MODULES
         for modname, module in list(sys.modules.items()):
+            if not_users.get(modname) == id(module):
+                continue  # the same module object as in an earlier census: a library's
             if type(modname) is not str or not issubclass(type(module), types.ModuleType):
                 continue
             try:
@@ -691,6 +696,7 @@ class _Walker:
             except Exception:
                 continue
             if type(namespace) is not dict or not self.is_user_module(modname, namespace):
+                not_users[modname] = id(module)
                 continue
             file = namespace.get("__file__")
             file = file if type(file) is str else None
