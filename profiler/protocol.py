@@ -41,6 +41,10 @@ EVENTS = 3  # JSON array of event objects, each with "t" (monotonic ns) and "typ
 SCHEMA = 4  # JSON object declaring a sample table: {"id", "table", "columns": [[name, code]]}
 SAMPLES = 5  # u8 table id, u8 encoding, then rows (see the encodings below)
 OUTPUT = 6  # u8 stream (1 stdout, 2 stderr), i64 monotonic ns, then the raw bytes
+# u32 attachment id, u64 offset, then bytes of a file the recorder stored in the profile (a
+# CUDA memory snapshot); written by the recorder only, never sent by the agent. Files that
+# hold one carry format version 2.
+ATTACHMENT = 7
 COMPRESSED = 0x80
 
 KIND_NAMES = {
@@ -50,6 +54,7 @@ KIND_NAMES = {
     SCHEMA: "schema",
     SAMPLES: "samples",
     OUTPUT: "output",
+    ATTACHMENT: "attachment",
 }
 
 # Sample block encodings.
@@ -74,6 +79,8 @@ MAX_PAYLOAD = 4 * 1024 * 1024
 MAX_FILE_PAYLOAD = 64 * 1024 * 1024
 
 OUTPUT_HEADER = struct.Struct("<Bq")
+ATTACHMENT_HEADER = struct.Struct("<IQ")  # attachment id, offset of this chunk's bytes
+ATTACHMENT_CHUNK = 4 * 1024 * 1024  # bytes of an attachment per ATTACHMENT frame
 STDOUT = 1
 STDERR = 2
 
@@ -254,6 +261,23 @@ def split_output(payload: bytes) -> Tuple[int, int, bytes]:
     if stream not in (STDOUT, STDERR):
         raise ProtocolError("output frame names an unknown stream %d" % stream)
     return stream, t_ns, payload[OUTPUT_HEADER.size :]
+
+
+def attachment_frame(attachment_id: int, offset: int, data: bytes) -> bytes:
+    """One chunk of an attachment, zlib-compressed when that makes it smaller."""
+    payload = ATTACHMENT_HEADER.pack(attachment_id, offset) + data
+    packed = zlib.compress(payload, 1)
+    if len(packed) < len(payload):
+        return HEADER.pack(len(packed), ATTACHMENT | COMPRESSED, zlib.crc32(packed)) + packed
+    return encode_frame(ATTACHMENT, payload)
+
+
+def split_attachment(payload: bytes) -> Tuple[int, int, bytes]:
+    """(attachment id, offset, bytes) of an ATTACHMENT payload (already inflated)."""
+    if len(payload) < ATTACHMENT_HEADER.size:
+        raise ProtocolError("attachment frame is too short")
+    attachment_id, offset = ATTACHMENT_HEADER.unpack_from(payload)
+    return attachment_id, offset, payload[ATTACHMENT_HEADER.size :]
 
 
 def check_events(obj: Any) -> List[Dict[str, Any]]:

@@ -42,23 +42,28 @@ def build_launch(
     base_env: Mapping[str, str],
     startup_dir: str | None = None,
     host: str = "127.0.0.1",
+    snapshot_dir: str | None = None,
 ) -> LaunchPlan:
+    """`snapshot_dir`: the private folder where the agent leaves CUDA memory snapshots for the
+    recorder to store (`--cuda-history`)."""
     env = dict(spec.env if spec.env is not None else base_env)
     user_path = env.get(PYTHONPATH)
     startup = startup_dir or agent_startup_dir()
     # An empty PYTHONPATH adds nothing to sys.path, but "startup:" would add the working
     # directory: only a non-empty value is kept behind ours.
     env[PYTHONPATH] = startup + os.pathsep + user_path if user_path else startup
-    env[AGENT_ENV] = json.dumps(
-        {
-            "host": host,
-            "port": port,
-            "token": token,
-            "interval_ms": spec.interval_ms,
-            "hooks": spec.hooks,
-            "census": spec.census,
-            "pythonpath": user_path,  # put back as it was (None: unset) before the target runs
-        }
-    )
+    config = {
+        "host": host,
+        "port": port,
+        "token": token,
+        "interval_ms": spec.interval_ms,
+        "hooks": spec.hooks,
+        "census": spec.census,
+        "pythonpath": user_path,  # put back as it was (None: unset) before the target runs
+    }
+    if spec.cuda_history > 0:
+        config["cuda_history"] = spec.cuda_history
+        config["snapshot_dir"] = snapshot_dir
+    env[AGENT_ENV] = json.dumps(config)
     head = ["-m", spec.target] if spec.module else [spec.target]
     return LaunchPlan(argv=[spec.python, *head, *spec.args], env=env, cwd=spec.cwd)

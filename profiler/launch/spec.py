@@ -16,6 +16,9 @@ from typing import Any
 from profiler.launch.runtime import default_python
 
 DEFAULT_INTERVAL_MS = 10.0
+# Trace entries the CUDA allocator keeps under `--cuda-history` without a number (a ring buffer:
+# the latest ones are kept), as torch.utils.viz._cycles does.
+DEFAULT_CUDA_HISTORY = 100_000
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,8 @@ class RunSpec:
     hooks: bool = True
     ram_budget_bytes: int | None = None  # what the run is meant to fit in (near-capacity rule)
     census: str = "auto"  # censuses of live tensors: "auto", "never" or "every-N" (iterations)
+    # CUDA allocator history (--cuda-history): the trace entries the allocator keeps, 0 for off
+    cuda_history: int = 0
 
     @property
     def display_name(self) -> str:
@@ -75,6 +80,7 @@ def spec_to_json(spec: RunSpec, out_path: str | os.PathLike[str]) -> str:
             "hooks": spec.hooks,
             "ram_budget_bytes": spec.ram_budget_bytes,
             "census": spec.census,
+            "cuda_history": spec.cuda_history,
             "out": os.fspath(out_path),
         }
     )
@@ -97,5 +103,6 @@ def spec_from_json(line: str) -> tuple[RunSpec, Path]:
         if data.get("ram_budget_bytes") is not None
         else None,
         census=str(data.get("census", "auto")),
+        cuda_history=int(data.get("cuda_history") or 0),
     )
     return spec, Path(data["out"])

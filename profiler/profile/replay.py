@@ -75,6 +75,10 @@ class ProfileBuilder:
             self.add_schema(TableSchema.from_json(protocol.decode_json(payload)))
         elif kind == protocol.RUN:
             self._apply_run(protocol.decode_json(payload))
+        elif kind == protocol.ATTACHMENT:
+            # A stored file's bytes (a CUDA memory snapshot): only checked here, never kept in
+            # the model; storage.read_attachment reads them back from the file on demand.
+            protocol.split_attachment(payload)
         elif kind == protocol.HELLO:
             raise ProtocolError("a hello frame belongs to the socket handshake only")
         else:

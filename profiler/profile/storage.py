@@ -9,12 +9,14 @@ executed or unpickled.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import mmap
 import os
 import stat
 import struct
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -25,7 +27,10 @@ from profiler.profile.replay import ProfileBuilder
 from profiler.protocol import ProtocolError, TableSchema
 
 MAGIC = b"MEMSIGHT"
-FORMAT_VERSION = 1
+# Version 2 is version 1 plus ATTACHMENT frames. A file is written as version 1 unless it holds
+# one, so that memsight releases that read only version 1 still open every file they can.
+FORMAT_VERSION = 2
+BASE_VERSION = 1
 FILE_HEADER = struct.Struct("<8sHHI")  # magic, format version, flags, reserved
 SUFFIX = ".memsight"
 
@@ -39,8 +44,8 @@ class ProfileError(Exception):
         super().__init__(f"{self.path}: {problem}")
 
 
-def file_header() -> bytes:
-    return FILE_HEADER.pack(MAGIC, FORMAT_VERSION, 0, 0)
+def file_header(version: int = BASE_VERSION) -> bytes:
+    return FILE_HEADER.pack(MAGIC, version, 0, 0)
 
 
 class ProfileWriter:
@@ -57,6 +62,16 @@ class ProfileWriter:
     def write(self, frame: bytes) -> None:
         with self._lock:
             self._buffer += frame
+
+    def mark_attachments(self) -> None:
+        """The file is about to hold ATTACHMENT frames: its header says format version 2."""
+        with self._lock:
+            if self._file.closed:
+                return
+            if len(self._buffer) >= FILE_HEADER.size and self.bytes_written == 0:
+                self._buffer[: FILE_HEADER.size] = file_header(FORMAT_VERSION)
+            else:
+                os.pwrite(self._file.fileno(), file_header(FORMAT_VERSION), 0)
 
     def flush(self) -> None:
         with self._lock:
@@ -128,7 +143,7 @@ class _FrameScan:
         self.index = 0
         self.cut_at: int | None = None
 
-    def __iter__(self) -> Iterator[tuple[int, bytes]]:
+    def __iter__(self) -> Generator[tuple[int, bytes], None, None]:
         data, view, end = self.data, memoryview(self.data), len(self.data)
         header, header_size, crc32 = protocol.HEADER, protocol.HEADER_SIZE, zlib.crc32
         while self.pos < end:
@@ -204,6 +219,7 @@ def compact_profile(path: str | os.PathLike[str]) -> None:
         data = f.read()
     _check_header(data, path)
     frames: list[bytes] = [file_header()]
+    attachments = False
     schemas: dict[int, TableSchema] = {}
     blocks: dict[int, list[tuple[int, bytes]]] = {}
     events: list[Any] = []
@@ -221,6 +237,9 @@ def compact_profile(path: str | os.PathLike[str]) -> None:
                 if base == protocol.SCHEMA:
                     schema = TableSchema.from_json(protocol.decode_json(plain))
                     schemas[schema.id] = schema
+                elif base == protocol.ATTACHMENT:
+                    protocol.split_attachment(plain)
+                    attachments = True
                 frames.append(protocol.encode_frame(kind, payload))
     except _DECODE_ERRORS as exc:
         raise scan.error(path, exc) from None
@@ -233,6 +252,8 @@ def compact_profile(path: str | os.PathLike[str]) -> None:
     for start in range(0, len(events), COMPACT_EVENTS):
         batch = events[start : start + COMPACT_EVENTS]
         frames.append(protocol.encode_json_frame(protocol.EVENTS, batch, compress=True))
+    if attachments:
+        frames[0] = file_header(FORMAT_VERSION)
     temporary = path + ".compacting"
     try:
         with open(temporary, "wb") as f:
@@ -244,3 +265,49 @@ def compact_profile(path: str | os.PathLike[str]) -> None:
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
+
+
+def read_attachment(
+    path: str | os.PathLike[str], attachment_id: int, size: int, sha256: str | None = None
+) -> Iterator[bytes]:
+    """The bytes of one attachment of a profile file, chunk by chunk, in order.
+
+    The file is mapped, not read whole. The chunks must join up from offset 0 to `size`
+    bytes (and match `sha256`, when given); otherwise ProfileError says the attachment is
+    damaged. Nothing is unpickled: the bytes are only passed on.
+    """
+    name = os.fspath(path)
+    try:
+        with open(name, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            _check_header(data[: FILE_HEADER.size], name)
+            scan = _FrameScan(data)  # type: ignore[arg-type]
+            frames = iter(scan)
+            digest = hashlib.sha256()
+            done = 0
+            try:
+                for kind, payload in frames:
+                    if kind & ~protocol.COMPRESSED != protocol.ATTACHMENT:
+                        continue
+                    _, plain = protocol.unpack_payload(kind, payload)
+                    found, offset, chunk = protocol.split_attachment(plain)
+                    if found != attachment_id:
+                        continue
+                    if offset != done or done + len(chunk) > size:
+                        raise ProtocolError(f"attachment {attachment_id} has a chunk out of place")
+                    digest.update(chunk)
+                    done += len(chunk)
+                    yield chunk
+            except _DECODE_ERRORS as exc:
+                raise scan.error(name, exc) from None
+            finally:
+                frames.close()  # lets go of its view of the mapping before the mapping closes
+    except FileNotFoundError:
+        raise ProfileError(name, "no such file") from None
+    except (OSError, ValueError) as exc:  # mmap of an empty file raises ValueError
+        raise ProfileError(name, getattr(exc, "strerror", None) or str(exc)) from None
+    if done != size:
+        raise ProfileError(
+            name, f"attachment {attachment_id} is incomplete ({done} of {size} bytes)"
+        )
+    if sha256 is not None and digest.hexdigest() != sha256:
+        raise ProfileError(name, f"attachment {attachment_id} is damaged (checksum mismatch)")

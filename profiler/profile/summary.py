@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from profiler.profile.attachments import cuda_snapshots, describe_snapshot
 from profiler.profile.model import Profile
 from profiler.profile.series import process_tree_bytes
 from profiler.units import format_bytes, format_duration
@@ -151,6 +152,17 @@ def to_json(profile: Profile, findings: list[dict[str, Any]] | None = None) -> d
             {"index": d.index, "name": d.name, "total_bytes": d.total_bytes} for d in info.devices
         ],
         "warnings": list(profile.warnings),
+        "cuda_snapshots": [
+            {
+                "snapshot": c.number,
+                "reason": c.reason,
+                "t": round(c.t, 4),
+                "bytes": c.bytes,
+                "device": c.device,
+                "trace_entries": c.trace_entries,
+            }
+            for c in cuda_snapshots(profile)
+        ],
         "findings": findings or [],
     }
 
@@ -198,6 +210,13 @@ def format_text(profile: Profile, name: str) -> str:
             )
         if len(s.children) > 20:
             lines.append(f"  … and {len(s.children) - 20} more")
+    snapshots = cuda_snapshots(profile)
+    if snapshots:
+        lines += ["", f"CUDA memory snapshots ({len(snapshots)})"]
+        lines += [f"  {describe_snapshot(c)}" for c in snapshots]
+        lines.append(
+            f"  for pytorch.org/memory_viz: memsight export {name} --memory-viz OUT.pickle"
+        )
     if profile.warnings:
         lines += ["", "Warnings"]
         lines += [f"  {w}" for w in profile.warnings]

@@ -38,6 +38,7 @@ RECORDER_EVENTS = frozenset(
         "connection_rejected",
         "warning",
         "output_truncated",
+        "attachment",
     }
 )
 RECORDER_TABLES = frozenset({"ram", "children", "nvml"})

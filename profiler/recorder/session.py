@@ -36,6 +36,7 @@ from profiler.recorder.blocks import TableBuffer
 from profiler.recorder.output import FileTail, OutputPump, StreamChannel, regular_file_tails
 from profiler.recorder.sampler import HostSampler, TreeWatcher
 from profiler.recorder.server import AgentServer
+from profiler.recorder.snapshots import SnapshotStore
 from profiler.recorder.terminal import Terminal, terminal_fds
 
 FLUSH_S = 0.2
@@ -89,6 +90,7 @@ class Recording:
         self.server: AgentServer | None = None
         self.sampler: HostSampler | None = None
         self.tree: TreeWatcher | None = None
+        self.snapshots: SnapshotStore | None = None  # under --cuda-history
 
     # -- frame sink ---------------------------------------------------------------------------
 
@@ -97,6 +99,16 @@ class Recording:
             self.writer.write(frame)
         if self.live is not None:
             self.live(frame)
+
+    def _write_only(self, frame: bytes) -> None:
+        """A frame for the file alone (an attachment's bytes), written out at once."""
+        if self.writer is not None:
+            self.writer.write(frame)
+            self.writer.flush()
+
+    def _mark_attachments(self) -> None:
+        if self.writer is not None:
+            self.writer.mark_attachments()
 
     def event(self, type_: str, t: int | None = None, **data: Any) -> None:
         data["t"] = t if t is not None else time.monotonic_ns()
@@ -138,6 +150,8 @@ class Recording:
         for event in events:
             if event["type"] == "cuda_init" and self._nvml is None:
                 self._start_nvml(event.get("devices"))
+            elif event["type"] == "cuda_snapshot" and self.snapshots is not None:
+                self.snapshots.request(event)
 
     def on_log(self, kind: str, **data: Any) -> None:
         self.event(kind, **data)
@@ -149,7 +163,15 @@ class Recording:
         self.writer = ProfileWriter(self.out_path)
         token = secrets.token_urlsafe(32)
         self.server = AgentServer(token, self)
-        plan = build_launch(spec, self.server.port, token, os.environ)
+        if spec.cuda_history > 0:
+            self.snapshots = SnapshotStore(self._write_only, self.event, self._mark_attachments)
+        plan = build_launch(
+            spec,
+            self.server.port,
+            token,
+            os.environ,
+            snapshot_dir=self.snapshots.folder if self.snapshots is not None else None,
+        )
         streams = self._open_streams()
         t0 = time.monotonic_ns()
         start_time = datetime.now(timezone.utc).astimezone().isoformat(timespec="milliseconds")
@@ -173,6 +195,8 @@ class Recording:
             with contextlib.suppress(OSError):
                 self.out_path.unlink()
             self.server.listener.close()
+            if self.snapshots is not None:
+                self.snapshots.finish()
             raise
         streams.child_started()
         if self.terminal is not None:
@@ -201,6 +225,7 @@ class Recording:
                     "hooks": spec.hooks,
                     "ram_budget_bytes": spec.ram_budget_bytes,
                     "census": spec.census if spec.hooks else "never",
+                    "cuda_history": spec.cuda_history,
                 },
             )
         )
@@ -402,6 +427,8 @@ class Recording:
             self._nvml.stop()
             self._nvml.join(timeout=2.0)
         self.server.close()
+        if self.snapshots is not None:
+            self.snapshots.finish()
         self._stop_flush.set()
         for thread in self._threads:
             thread.join(timeout=2.0)
