@@ -21,6 +21,7 @@ from .. import protocol
 from ..protocol import AGENT_TABLES, GPU_TABLE, HEAP_TABLE, encode_json_frame
 from . import oom
 from .outbox import Outbox
+from .snapshots import CudaSnapshots
 from .tracebacks import format_traceback
 
 FLUSH_S = 0.1
@@ -38,6 +39,10 @@ def start_agent(config: Dict[str, Any]) -> "Agent":
         interval_s=max(float(config.get("interval_ms", 10)) / 1000.0, 0.0005),
         hooks=bool(config.get("hooks", True)),
         census=str(config.get("census", "auto")),
+        cuda_history=int(config.get("cuda_history") or 0),
+        snapshot_dir=config.get("snapshot_dir")
+        if isinstance(config.get("snapshot_dir"), str)
+        else None,
     )
     agent.start()
     return agent
@@ -54,6 +59,8 @@ class Agent(Outbox):
         interval_s: float,
         hooks: bool = True,
         census: str = "auto",
+        cuda_history: int = 0,
+        snapshot_dir: Optional[str] = None,
     ) -> None:
         super().__init__()
         self.started = time.monotonic()  # the run's wall time counts from here (censuses)
@@ -73,6 +80,8 @@ class Agent(Outbox):
         self._torch: Any = None
         self._cuda: Any = None  # CudaSampler once the script initialised CUDA
         self._heap: Any = None  # heap.HeapReader once torch is imported, where there is one
+        # The allocator's history, snapshots and block list (agent/snapshots.py).
+        self.snapshots = CudaSnapshots(self, max(cuda_history, 0), snapshot_dir)
         self._sock = socket.create_connection((host, port), timeout=10)
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         hello = {
@@ -132,11 +141,14 @@ class Agent(Outbox):
             known = self._known_id(exc)
             if known is not None and not uncaught:
                 return
+            fresh = known is None
             if known is None:
                 self._exception_ids += 1
                 known = self._exception_ids
                 self._remember(exc, known)
             context = self.instrumentation
+            if kind == "gpu" and fresh:
+                self._cuda_blocks_at_exception(message, known)
             self.event(
                 "exception",
                 exc_id=known,
@@ -153,6 +165,34 @@ class Agent(Outbox):
             )
         except Exception as err:
             self.error("report_exception", err)
+
+    def _cuda_blocks_at_exception(self, message: str, exc_id: int) -> None:
+        """The allocator's block list for a CUDA OOM error its observer did not report."""
+        try:
+            torch = self._torch or sys.modules.get("torch")
+            if torch is None:
+                return
+            numbers = oom.parse_numbers(message)
+            device = numbers.get("device")
+            self.snapshots.at_oom(
+                torch,
+                device if isinstance(device, int) else None,
+                "exception",
+                requested=numbers.get("requested"),
+                exc_id=exc_id,
+            )
+        except Exception as err:
+            self.error("cuda_blocks", err)
+
+    def cuda_oom(self, device: int, requested: int) -> None:
+        """The allocator's OOM observer fired (instrument.py): its block list, and snapshot."""
+        if self._closed or os.getpid() != self.pid:
+            return
+        try:
+            torch = self._torch or sys.modules.get("torch")
+            self.snapshots.at_oom(torch, device, "oom", requested=requested)
+        except Exception as err:
+            self.error("cuda_blocks", err)
 
     def _known_id(self, exc: BaseException) -> Optional[int]:
         seen = self._recent.get(id(exc))
@@ -219,12 +259,19 @@ class Agent(Outbox):
             self._thread.join(timeout=1.0)
         try:
             self._sample_once()
+            self._exit_snapshot()
             self._closed = True
             self._send_pending()
         finally:
             self._closed = True
             with contextlib.suppress(OSError):
                 self._sock.close()
+
+    def _exit_snapshot(self) -> None:
+        try:
+            self.snapshots.at_exit(self._torch if self._cuda is not None else None)
+        except Exception as err:
+            self.error("cuda_snapshot", err)
 
     # -- background thread ------------------------------------------------------------------
 
@@ -302,6 +349,10 @@ class Agent(Outbox):
         sampler = CudaSampler(self._torch)
         self.event("cuda_init", devices=sampler.describe_devices())
         self._cuda = sampler
+        try:
+            self.snapshots.start_history(self._torch)
+        except Exception as err:
+            self.error("cuda_history", err)
 
     def _send_pending(self) -> bool:
         frames = []

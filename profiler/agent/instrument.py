@@ -834,6 +834,10 @@ class Instrumentation:
                 iteration=self.steps,
                 memory=self.memory_state(),
             )
+            # The allocator's block list (and a snapshot under --cuda-history): agent/snapshots.py
+            cuda_oom = getattr(self.agent, "cuda_oom", None)
+            if cuda_oom is not None:
+                cuda_oom(int(device), int(requested))
         except Exception as exc:
             self.agent.error("oom_observed", exc)
 
