@@ -4,13 +4,15 @@ The caching allocator keeps freed blocks reserved for reuse; when the blocks it 
 wrong sizes for new requests it must reserve more (reserved minus allocated grows) or, when the
 device is full, free its cache and retry (num_alloc_retries). Measured at the allocated peak,
 at an OOM (its message reports the reserved-but-unallocated amount) and through the retry
-counter.
+counter. At an OOM, the allocator's block list (profiler/diagnosis/blocks.py), when the agent
+took one, adds how many free blocks that memory is in and the largest of them.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from profiler.diagnosis.blocks import oom_blocks
 from profiler.diagnosis.config import DiagnosisConfig
 from profiler.diagnosis.finding import Evidence, Finding
 from profiler.diagnosis.signals import final_exception, gpu_devices, gpu_rows
@@ -30,6 +32,7 @@ def check(profile: Profile, config: DiagnosisConfig) -> list[Finding]:
     out = []
     exc = final_exception(profile)
     oom_numbers = exc.get("numbers") if exc is not None and exc.get("oom") == "gpu" else None
+    blocks = oom_blocks(profile, exc) if oom_numbers is not None else None
     for device in gpu_devices(profile):
         rows = gpu_rows(profile, device)
         if rows is None:
@@ -49,10 +52,20 @@ def check(profile: Profile, config: DiagnosisConfig) -> list[Finding]:
         if not large and retries == 0:
             continue
         parts = []
+        numbers: dict[str, int] = {}
         if large:
             parts.append(
                 f"{format_bytes(gap)} reserved but unallocated {at} ({gap / max(reserved, 1):.0%} of reserved)"
             )
+            if blocks is not None and at.endswith("error") and blocks.device in (None, device):
+                parts[-1] += (
+                    f", in {blocks.free_blocks} free blocks, the largest "
+                    f"{format_bytes(blocks.largest_free)}"
+                )
+                numbers = {
+                    "free_blocks": blocks.free_blocks,
+                    "largest_free_block_bytes": blocks.largest_free,
+                }
         if retries:
             first_retry = float(rows.t[np.argmax(rows["alloc_retries"] > 0)])
             parts.append(f"the allocator freed its cache and retried {retries} times")
@@ -74,6 +87,7 @@ def check(profile: Profile, config: DiagnosisConfig) -> list[Finding]:
                         "reserved_unallocated_bytes": gap,
                         "reserved_bytes": reserved,
                         "alloc_retries": retries,
+                        **numbers,
                     },
                 ),
                 ("allocator-config", "empty-cache", "smaller-batch"),

@@ -8,6 +8,12 @@ For an error, the finding's `where` names the innermost line of the user's code 
 traceback (the forward that asked for the memory, or the call into a library that did), then
 the library line that raised when that is elsewhere; the evidence quotes the user's line. A
 kill has no traceback and names no line.
+
+For a CUDA OOM, the allocator's block list at that moment (profiler/diagnosis/blocks.py), when
+the agent took one, adds the memory free inside the allocator's segments and its largest free
+block, which tells fragmentation (the request would fit in the free memory, but in no single
+block) from a device that is simply full; with the allocator's history on (`--cuda-history`),
+`where` also names the lines of the user's code that allocated the largest live blocks.
 """
 
 from __future__ import annotations
@@ -17,11 +23,12 @@ from typing import Any
 
 import numpy as np
 
+from profiler.diagnosis.blocks import block_locations, blocks_text, oom_blocks
 from profiler.diagnosis.config import DiagnosisConfig
 from profiler.diagnosis.finding import Evidence, Finding
 from profiler.diagnosis.signals import device_total, final_exception, ram_capacity, step_at
 from profiler.diagnosis.where import describe, exception_locations, script_path
-from profiler.profile.model import Profile
+from profiler.profile.model import Event, Profile
 from profiler.profile.series import process_tree
 from profiler.units import format_bytes
 
@@ -70,7 +77,7 @@ def _killed_near_limit(profile: Profile, config: DiagnosisConfig) -> tuple[float
 def check(profile: Profile, config: DiagnosisConfig) -> list[Finding]:
     exc = final_exception(profile)
     if exc is not None and exc.get("oom"):
-        return [_from_exception(profile, config, exc.t, exc.data)]
+        return [_from_exception(profile, config, exc.t, exc.data, exc)]
     killed = _killed_near_limit(profile, config)
     if killed is not None:
         return [_from_kill(profile, config, *killed)]
@@ -89,7 +96,11 @@ def _when(data: dict[str, Any]) -> str:
 
 
 def _from_exception(
-    profile: Profile, config: DiagnosisConfig, t: float, data: dict[str, Any]
+    profile: Profile,
+    config: DiagnosisConfig,
+    t: float,
+    data: dict[str, Any],
+    event: Event | None = None,
 ) -> Finding:
     kind = data.get("oom")
     numbers = data.get("numbers") if isinstance(data.get("numbers"), dict) else {}
@@ -117,6 +128,7 @@ def _from_exception(
         if isinstance(unallocated, int) and unallocated >= config.oom_fragmented_min_bytes:
             fixes = _first(("allocator-config",), fixes)
         plot = "gpu"
+        blocks = oom_blocks(profile, event)
     else:
         title = "The run ran out of RAM" + (f" {when}" if when else "")
         exc_type = str(data.get("exc_type") or "error").removeprefix("builtins.")
@@ -128,6 +140,7 @@ def _from_exception(
         )
         fixes = ("smaller-batch", "del-and-scope", "dataloader-worker-memory")
         plot = "ram"
+        blocks = None
     single = _single_request(profile, kind, data, numbers)
     if single is not None and single[0] >= config.oom_single_request_share:
         # One allocation that large is one input too large (a sequence, an image), not a
@@ -141,6 +154,27 @@ def _from_exception(
     where = exception_locations(data, script_path(profile.info))
     if where:  # the user's own line: the allocation that failed, or the call that led to it
         text += f"; at {describe(where[0])}"
+    if blocks is not None:
+        requested = numbers.get("requested")
+        requested = requested if isinstance(requested, int) else blocks.requested
+        text += f"; {blocks_text(blocks, requested)}"
+        facts.update(
+            {
+                "segments": blocks.segments,
+                "segment_free_bytes": blocks.free,
+                "free_blocks": blocks.free_blocks,
+                "largest_free_block_bytes": blocks.largest_free,
+            }
+        )
+        if requested is not None and blocks.largest_free < requested <= blocks.free:
+            facts["fragmented"] = True
+            fixes = _first(("allocator-config",), fixes)
+        seen = {(w.file, w.line) for w in where}
+        where += tuple(
+            w
+            for w in block_locations(blocks, script_path(profile.info))
+            if (w.file, w.line) not in seen
+        )
     steps = profile.steps
     start = t
     iterations = None
