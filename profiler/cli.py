@@ -4,6 +4,7 @@ memsight                                 open the GUI
 memsight FILE                            GUI with a script (.py) or a saved profile opened
 memsight run [options] SCRIPT [ARGS...]  record headless (or -m MODULE [ARGS...])
 memsight report PROFILE [--html OUT.html] [--json]   findings, peaks and the end of a saved run
+memsight export PROFILE --memory-viz OUT.pickle      a CUDA memory snapshot for memory_viz
 """
 
 from __future__ import annotations
@@ -30,7 +31,12 @@ from profiler.launch.preflight import (
     ram_budget_from_text,
 )
 from profiler.launch.runtime import default_python
-from profiler.launch.spec import DEFAULT_INTERVAL_MS, RunSpec, default_profile_name
+from profiler.launch.spec import (
+    DEFAULT_CUDA_HISTORY,
+    DEFAULT_INTERVAL_MS,
+    RunSpec,
+    default_profile_name,
+)
 from profiler.profile.storage import ProfileError, load_profile
 from profiler.profile.summary import format_text, summarize, to_json
 from profiler.units import format_bytes, format_duration
@@ -51,6 +57,9 @@ usage:
   memsight report PROFILE [--html OUT.html] [--json]
                                            what went wrong and how to fix it, peaks, the
                                            run's end; --html writes a self-contained page
+  memsight export PROFILE --memory-viz OUT.pickle
+                                           the CUDA memory snapshot of a run recorded with
+                                           --cuda-history, for pytorch.org/memory_viz
 
 `memsight run` runs the script exactly as `python SCRIPT ARGS...` would (same argv, working
 directory, stdin, environment and exit status) while recording RAM and GPU memory to a
@@ -125,9 +134,35 @@ def _run_parser() -> argparse.ArgumentParser:
         "or every-N (every N iterations) (default: auto)",
     )
     parser.add_argument(
+        "--cuda-history",
+        nargs="?",
+        const=str(DEFAULT_CUDA_HISTORY),
+        metavar="N",
+        help="once the script has initialised CUDA, have PyTorch's caching allocator record "
+        "the Python stack of every allocation and its last N alloc/free events "
+        f"(default N {DEFAULT_CUDA_HISTORY:,}; write --cuda-history=N), and keep its "
+        "snapshot at an out-of-memory error and at exit for `memsight export --memory-viz`. "
+        "A script that records history itself keeps its own settings",
+    )
+    parser.add_argument(
         "-q", "--quiet", action="store_true", help="print nothing of memsight's own"
     )
     return parser
+
+
+def _cuda_history(value: str | None) -> int:
+    """--cuda-history's N: the allocator's trace entries; 0 when the option was not given."""
+    if value is None:
+        return 0
+    try:
+        entries = int(value.replace("_", "").replace(",", ""))
+    except ValueError:
+        entries = 0
+    if entries < 1:
+        raise UsageError(
+            f"--cuda-history: expected a number of entries of 1 or more, got {value!r}"
+        )
+    return entries
 
 
 def split_run_args(argv: Sequence[str]) -> tuple[list[str], str | None, bool, list[str]]:
@@ -193,6 +228,7 @@ def build_spec(
         census = census_from_text(options.census)
     except InvalidSetting as exc:
         raise UsageError(_problem_text(exc.problem)) from None
+    cuda_history = _cuda_history(options.cuda_history)
     spec = RunSpec(
         target=target,
         args=tuple(args),
@@ -203,6 +239,7 @@ def build_spec(
         hooks=not options.no_hooks,
         ram_budget_bytes=budget,
         census=census,
+        cuda_history=cuda_history,
     )
     problems = check_run(spec)
     blocking = [p for p in problems if p.blocking]
@@ -487,6 +524,106 @@ def cmd_report(argv: Sequence[str]) -> int:
     return 0
 
 
+# -- export ---------------------------------------------------------------------------------------
+
+
+def _export_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="memsight export",
+        description=(
+            "Write what a saved profile holds in another tool's format. --memory-viz writes a "
+            "CUDA memory snapshot (the allocator's segments, blocks and, with history, the "
+            "stack of each allocation and its last alloc/free events) as the pickle "
+            "torch.cuda.memory._dump_snapshot writes, which https://pytorch.org/memory_viz "
+            "opens. A run keeps snapshots when recorded with `memsight run --cuda-history`: "
+            "one at each out-of-memory error (up to 3) and one at exit."
+        ),
+        epilog="exit status: 0 when written; 1 when the profile cannot be read, holds no such "
+        "snapshot, or the file cannot be written; 2 for a usage error.",
+    )
+    parser.add_argument("profile", metavar="PROFILE", help="a .memsight profile file")
+    parser.add_argument(
+        "--memory-viz",
+        metavar="OUT.pickle",
+        help="write the CUDA memory snapshot to this file (replaced if it exists)",
+    )
+    parser.add_argument(
+        "--at",
+        metavar="WHICH",
+        default=None,
+        help="which snapshot: oom (the last one taken at an out-of-memory error), exit, or its "
+        "number N as --list shows it (default: oom if there is one, else the last)",
+    )
+    parser.add_argument(
+        "--list", action="store_true", help="list the profile's CUDA memory snapshots and exit"
+    )
+    return parser
+
+
+def cmd_export(argv: Sequence[str]) -> int:
+    from profiler.profile.attachments import choose_snapshot, cuda_snapshots, describe_snapshot
+    from profiler.profile.storage import read_attachment
+
+    parser = _export_parser()
+    options = parser.parse_args(argv)
+    if options.memory_viz is None and not options.list:
+        raise UsageError("export: say what to write, e.g. --memory-viz OUT.pickle")
+    try:
+        profile = load_profile(options.profile)
+    except ProfileError as exc:
+        sys.stderr.write(f"memsight: error: {exc}\n")
+        return 1
+    snapshots = cuda_snapshots(profile)
+    if options.list:
+        if not snapshots:
+            sys.stdout.write("no CUDA memory snapshots\n")
+        for snapshot in snapshots:
+            sys.stdout.write(f"{describe_snapshot(snapshot)}\n")
+        return 0
+    if not snapshots:
+        sys.stderr.write(
+            f"memsight: error: {options.profile} holds no CUDA memory snapshot; record one with "
+            "`memsight run --cuda-history ...` on a run that uses CUDA\n"
+        )
+        return 1
+    try:
+        chosen = choose_snapshot(snapshots, options.at)
+    except ValueError as exc:
+        sys.stderr.write(f"memsight: error: --at: {exc}\n")
+        return 1
+    target = Path(options.memory_viz)
+    if target.is_dir():
+        sys.stderr.write(f"memsight: error: --memory-viz: {target} is a directory\n")
+        return 1
+    if not target.parent.is_dir():
+        sys.stderr.write(f"memsight: error: --memory-viz: no such directory: {target.parent}\n")
+        return 1
+    partial = target.with_name(f".{target.name}.partial")
+    try:
+        with open(partial, "wb") as f:
+            for chunk in read_attachment(
+                options.profile, chosen.attachment_id, chosen.bytes, chosen.sha256
+            ):
+                f.write(chunk)
+        os.replace(partial, target)
+    except ProfileError as exc:
+        sys.stderr.write(f"memsight: error: {exc}\n")
+        return 1
+    except OSError as exc:
+        sys.stderr.write(
+            f"memsight: error: --memory-viz: cannot write {target}: {exc.strerror or exc}\n"
+        )
+        return 1
+    finally:
+        with contextlib.suppress(OSError):
+            partial.unlink()
+    sys.stderr.write(
+        f"memsight: wrote {target} ({format_bytes(chosen.bytes)}): {describe_snapshot(chosen)}\n"
+        "memsight: open it at https://pytorch.org/memory_viz (it stays on your computer)\n"
+    )
+    return 0
+
+
 # -- entry point ----------------------------------------------------------------------------------
 
 
@@ -511,6 +648,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_run(args[1:], end_like_target=argv is None)
         if args[:1] == ["report"]:
             return cmd_report(args[1:])
+        if args[:1] == ["export"]:
+            return cmd_export(args[1:])
         if args[:1] in (["-h"], ["--help"]):
             sys.stdout.write(TOP_HELP)
             return 0

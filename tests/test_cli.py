@@ -265,3 +265,117 @@ def test_report_contents_shows_the_holder_that_grew(tmp_path: Path) -> None:
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
     # Where later censuses fall depends on the run's pace (they wait for budget).
     assert "no census at iteration 3; censuses were taken at 5, 10, " in bad.stderr
+
+
+# -- export ------------------------------------------------------------------------------------
+
+
+def _profile_with_snapshot(path: Path, blob: bytes) -> None:
+    import hashlib
+
+    from profiler import protocol
+    from profiler.profile.storage import ProfileWriter
+
+    writer = ProfileWriter(path)
+    writer.write(protocol.encode_json_frame(protocol.RUN, {"t0_ns": 1, "script": "t.py"}))
+    writer.mark_attachments()
+    writer.write(protocol.attachment_frame(1, 0, blob))
+    event = {
+        "t": 2_000_000_001, "type": "attachment", "id": 1, "kind": "cuda_snapshot",
+        "snapshot": 1, "reason": "exit", "bytes": len(blob),
+        "sha256": hashlib.sha256(blob).hexdigest(),
+    }  # fmt: skip
+    writer.write(protocol.encode_json_frame(protocol.EVENTS, [event]))
+    writer.close()
+
+
+def test_export_writes_the_snapshots_bytes_and_says_where_to_open_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blob = b"\x80\x04\x95not really a pickle: bytes are only passed on"
+    _profile_with_snapshot(tmp_path / "p.memsight", blob)
+    out = tmp_path / "out.pickle"
+    out.write_bytes(b"old")  # replaced, as --html replaces its file
+    assert main(["export", str(tmp_path / "p.memsight"), "--memory-viz", str(out)]) == 0
+    assert out.read_bytes() == blob
+    err = capsys.readouterr().err
+    assert "snapshot 1, taken at exit at 2.00 s" in err and "pytorch.org/memory_viz" in err
+    assert not list(tmp_path.glob(".*partial"))
+
+
+@pytest.mark.parametrize(
+    ("args", "status", "message"),
+    [
+        (["none.memsight", "--memory-viz", "o.pickle"], 1, "none.memsight: no such file"),
+        (["p.memsight", "--memory-viz", "o.pickle", "--at", "oom"], 1, "--at: no snapshot was taken at an out-of-memory error"),
+        (["p.memsight", "--memory-viz", "nodir/o.pickle"], 1, "--memory-viz: no such directory: nodir"),
+        (["p.memsight", "--memory-viz", "."], 1, "--memory-viz: . is a directory"),
+        (["p.memsight"], 2, "export: say what to write, e.g. --memory-viz OUT.pickle"),
+    ],
+)  # fmt: skip
+def test_export_errors_are_one_line(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    status: int,
+    message: str,
+) -> None:
+    _profile_with_snapshot(tmp_path / "p.memsight", b"x")
+    monkeypatch.chdir(tmp_path)
+    assert main(["export", *args]) == status
+    err = capsys.readouterr().err
+    assert err.startswith("memsight: error: ") and message in err and err.count("\n") == 1
+
+
+def test_export_of_a_profile_without_snapshots_says_how_to_record_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from profiler import protocol
+    from profiler.profile.storage import ProfileWriter
+
+    writer = ProfileWriter(tmp_path / "p.memsight")
+    writer.write(protocol.encode_json_frame(protocol.RUN, {"t0_ns": 1}))
+    writer.close()
+    out = tmp_path / "o.pickle"
+    assert main(["export", str(tmp_path / "p.memsight"), "--memory-viz", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "holds no CUDA memory snapshot; record one with `memsight run --cuda-history" in err
+    assert not out.exists()
+
+
+def test_export_cannot_write_an_unwritable_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if os.geteuid() == 0:
+        pytest.skip("root writes anywhere")
+    _profile_with_snapshot(tmp_path / "p.memsight", b"x")
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    assert main(["export", str(tmp_path / "p.memsight"), "--memory-viz", str(locked / "o")]) == 1
+    assert "cannot write" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "many"])
+def test_cuda_history_needs_a_positive_number(value: str) -> None:
+    with pytest.raises(UsageError, match="--cuda-history: expected a number"):
+        _build(value)
+
+
+def _build(value: str) -> None:
+    from profiler.cli import _run_parser, build_spec
+
+    options = _run_parser().parse_args([f"--cuda-history={value}"])
+    build_spec(options, "t.py", False, [])
+
+
+def test_cuda_history_without_a_number_keeps_100000_entries(tmp_path: Path) -> None:
+    from profiler.cli import _run_parser, build_spec
+
+    script = tmp_path / "t.py"
+    script.write_text("")
+    assert build_spec(_run_parser().parse_args([]), str(script), False, []).cuda_history == 0
+    options = _run_parser().parse_args(["--cuda-history"])
+    assert build_spec(options, str(script), False, []).cuda_history == 100_000
+    options = _run_parser().parse_args(["--cuda-history=2_000"])
+    assert build_spec(options, str(script), False, []).cuda_history == 2000
