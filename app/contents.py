@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from itertools import islice
 
-from PySide6.QtCore import QEvent, QObject, QSortFilterProxyModel, Qt, Signal
+from PySide6.QtCore import QEvent, QModelIndex, QObject, QSortFilterProxyModel, Qt, Signal
 from PySide6.QtGui import QStandardItem, QStandardItemModel
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -49,6 +49,8 @@ NO_CENSUS_YET = (
 )
 # Cells sort by this role: sizes by their byte counts, not by their text ("9 MiB" < "10 KiB").
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
+# A holder cell's (file, line), when the census knows where the holder lives.
+LOCATION_ROLE = Qt.ItemDataRole.UserRole + 2
 
 # (header, tooltip) of the columns shared by both modes, after the holder (and the changes).
 ROW_COLUMNS = (
@@ -93,7 +95,11 @@ def _row_cells(row: ContentsRow) -> list[QStandardItem]:
 def _holder_cell(row: ContentsRow, gone: bool = False) -> QStandardItem:
     text = f"{row.holder} (gone)" if gone else row.holder
     item = _cell(text, text.lower())
-    item.setToolTip(f"{row.holder}\n{row.place}" if row.place else row.holder)
+    if row.file and row.line:
+        item.setData((row.file, row.line), LOCATION_ROLE)
+        item.setToolTip(f"{row.holder}\n{row.place} (double-click to open)")
+    else:
+        item.setToolTip(row.holder)
     return item
 
 
@@ -102,9 +108,11 @@ class ContentsPanel(QWidget):
 
     Emits censusSelected(census or None, chosen) when the census shown or the one compared
     with changes; `chosen` is True when the user picked the census, so the window brings it
-    into view only then."""
+    into view only then. Emits locationActivated(file, line) when a row whose holder's place
+    is known is double-clicked (or Enter is pressed on it)."""
 
     censusSelected = Signal(object, bool)
+    locationActivated = Signal(str, int)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -174,6 +182,7 @@ class ContentsPanel(QWidget):
 
         self.census.activated.connect(self._on_census_chosen)
         self.compare.activated.connect(self._on_compare_chosen)
+        self.table.activated.connect(self._on_row_activated)
 
     # -- public API ---------------------------------------------------------------------------
 
@@ -291,6 +300,12 @@ class ContentsPanel(QWidget):
         if is_partial(census):
             summary += f" ({PARTIAL})"
         self.header.setText(summary)
+
+    def _on_row_activated(self, index: QModelIndex) -> None:
+        location = self.proxy.index(index.row(), 0).data(LOCATION_ROLE)
+        if location:
+            file, line = location
+            self.locationActivated.emit(str(file), int(line))
 
     def _headers(self, columns: tuple[tuple[str, str], ...]) -> None:
         self.model.setColumnCount(len(columns))

@@ -261,9 +261,14 @@ class FindingsPanel(QWidget):
             return
         location = finding.where[index]
         cwd = self.profile.info.cwd if self.profile is not None else ""
-        problem = open_location(resolve_path(location.file, cwd), location.line, self.store)
+        self.open_file(location.file, location.line, cwd)
+
+    def open_file(self, file: str, line: int, cwd: str) -> None:
+        """Open a file of a run (relative: to the run's working directory `cwd`) at a line in
+        the user's editor; a problem is reported in the status bar (the message signal)."""
+        problem = open_location(resolve_path(file, cwd), line, self.store)
         if problem is not None:
-            self.message.emit(f"Could not open {location.file}:{location.line}: {problem}")
+            self.message.emit(f"Could not open {file}:{line}: {problem}")
 
     def choose_editor(self) -> None:
         current = str(self.store.value(EDITOR_KEY, "") or "")

@@ -90,6 +90,7 @@ class MainWindow(QMainWindow):
         self.tabifyDockWidget(self.console_dock, self.contents_dock)
         self.console_dock.raise_()
         self.contents.censusSelected.connect(self._on_census)
+        self.contents.locationActivated.connect(self._open_in_editor)
         self._contents_shown = False  # the dock's tab is in front (Qt says so only by signal)
         self.contents_dock.visibilityChanged.connect(self._on_contents_shown)
         self.findings.message.connect(lambda text: self.statusBar().showMessage(text, 10_000))
@@ -264,6 +265,10 @@ class MainWindow(QMainWindow):
                 ram_budget=remembered.ram_budget,
             ),
         )
+
+    def _open_in_editor(self, file: str, line: int) -> None:
+        """A place in the shown run's code, opened in the user's editor (a contents row)."""
+        self.findings.open_file(file, line, self.profile.info.cwd if self.profile else "")
 
     def _show_profile(self, profile: Profile, path: Path, running: bool = False) -> None:
         self.profile = profile

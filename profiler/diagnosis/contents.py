@@ -78,6 +78,8 @@ class ContentsRow:
     dtypes: tuple[str, ...]
     shapes: tuple[str, ...]
     place: str  # file:line where the holder lives, "" when unknown
+    file: str = ""  # that file's path as recorded (relative ones are the run's directory's)
+    line: int = 0  # that line, 0 when unknown
 
     @property
     def total(self) -> int:
@@ -133,6 +135,8 @@ def _row(holder: dict[str, Any]) -> ContentsRow:
         dtypes=tuple(str(d) for d in holder.get("dtypes") or ()),
         shapes=tuple(_shape(shape) for shape in holder.get("shapes") or ()),
         place=place,
+        file=str(file) if place else "",
+        line=int(line) if place and isinstance(line, int) else 0,
     )
 
 
@@ -268,4 +272,6 @@ def _row_json(row: ContentsRow) -> dict[str, Any]:
         "dtypes": list(row.dtypes),
         "shapes": list(row.shapes),
         "place": row.place,
+        "file": row.file or None,
+        "line": row.line or None,
     }

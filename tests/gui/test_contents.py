@@ -78,7 +78,10 @@ def test_the_last_census_is_shown_largest_holder_first(panel: ContentsPanel) -> 
     assert column(panel, "Shapes")[0] == "256x2048"
     assert panel.header.text() == "4 holders, 170.3 MiB"
     assert (
-        panel.table.model().index(0, 0).data(Qt.ItemDataRole.ToolTipRole).endswith("train.py:9")
+        panel.table.model()
+        .index(0, 0)
+        .data(Qt.ItemDataRole.ToolTipRole)
+        .endswith("train.py:9 (double-click to open)")
     )  # where the holder lives
 
     panel.choose(0)

@@ -11,13 +11,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QSettings, QUrl
+from PySide6.QtCore import QPoint, QSettings, Qt, QUrl
+from PySide6.QtWidgets import QWidget
 
 import app.findings as findings_module
 from app.editor import EDITOR_KEY, editor_command, open_location, terminal_prefix
 from app.mainwindow import MainWindow
 from profiler.diagnosis import Diagnosis, Evidence, Finding, Location
 from profiler.profile.model import Profile
+from tests.factories import MiB, census, holder, profile
 
 FILE = "/work/my project/train.py"  # a space: one argument all the same, never split
 
@@ -174,3 +176,39 @@ def test_a_location_that_cannot_be_opened_says_why_in_the_status_bar(
     panel.details.anchorClicked.emit(QUrl("open:0"))
     message = window.statusBar().currentMessage()
     assert f"Could not open {gone}:22" in message and "is not there any more" in message
+
+
+def test_double_clicking_a_holder_in_the_contents_opens_where_it_lives(
+    qtbot, window: MainWindow, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened: list[tuple[str, int]] = []
+    monkeypatch.setattr(
+        findings_module, "open_location", lambda file, line, store: opened.append((file, line))
+    )
+    # Given a run whose census names `kept`, a local of train() at train.py:9 (relative path)
+    kept = holder("kept", "local", 5 * MiB, count=5, file="train.py", line=9)
+    untraced = holder("model", "global", 9 * MiB, file=None, line=None)
+    run = profile(events=[census(1.0, 5, kept, untraced)], end_t=2.0)
+    run.info.cwd = str(tmp_path)
+    window._show_profile(run, tmp_path / "run.memsight")
+    window.contents_dock.raise_()
+    table = window.contents.table
+    names = [table.model().index(r, 0).data() for r in range(table.model().rowCount())]
+
+    # When the user double-clicks the holder whose place is unknown, nothing opens
+    model_cell = table.model().index(names.index(next(n for n in names if "model" in n)), 0)
+    rect = table.visualRect(model_cell)
+    double_click(qtbot, table.viewport(), rect.center())
+    assert opened == []
+
+    # And double-clicking `kept` opens train.py of the run's directory at line 9
+    kept_cell = table.model().index(names.index(next(n for n in names if "kept" in n)), 3)
+    rect = table.visualRect(kept_cell)
+    double_click(qtbot, table.viewport(), rect.center())
+    assert opened == [(str(tmp_path / "train.py"), 9)]
+
+
+def double_click(qtbot, widget: QWidget, pos: QPoint) -> None:
+    """A user's double-click: Qt's item views act on the second click of a press and release."""
+    qtbot.mouseClick(widget, Qt.MouseButton.LeftButton, pos=pos)
+    qtbot.mouseDClick(widget, Qt.MouseButton.LeftButton, pos=pos)
