@@ -446,7 +446,8 @@ def _report_parser() -> argparse.ArgumentParser:
         const="last",
         metavar="WHEN",
         help="print what was alive at a census, grouped by what holds it: WHEN is first, last "
-        '(the default), an index (0, 1, -1) or step:N; with --json, a "contents" key',
+        "(the default), oom (at the out-of-memory error), an index (0, 1, -1) or step:N; "
+        'with --json, a "contents" key',
     )
     parser.add_argument(
         "--since",

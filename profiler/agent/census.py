@@ -257,6 +257,7 @@ def take_census(
     max_objects: int = MAX_OBJECTS,
     max_holders: int = MAX_HOLDERS,
     find_unreached: bool = True,
+    traceback: Optional[types.TracebackType] = None,
 ) -> Census:
     """Live tensor storages and their holders, now.
 
@@ -265,10 +266,13 @@ def take_census(
     own frames (memsight's files) are always skipped. find_unreached: also list every tensor
     gc tracks, to count the storages no root reaches (unattributed_*): in a process that has
     imported torch, most of a small census' cost; without it those are None and `tensors`
-    covers what the roots reach.
+    covers what the roots reach. traceback: an exception's (an out-of-memory error's): the
+    locals of its frames are roots too, those the stack no longer holds included (an error
+    that ended the script has left every frame by the time it is reported).
     """
     walker = _Walker(torch, max_seconds, max_depth, max_objects)
     walker.find_unreached = find_unreached
+    walker.traceback = traceback
     # No collection inside the pause: one triggered by the census' own allocations would walk
     # every object again, and run finalizers (the user's __del__) in the middle of the walk.
     collecting = gc.isenabled()
@@ -518,6 +522,7 @@ class _Walker:
         self.next_objs: List[Any] = []
         self.next_ctxs: List[_Ctx] = []
         self.find_unreached = True  # list every tensor gc tracks (take_census)
+        self.traceback: Optional[types.TracebackType] = None  # its frames are roots too
         self.tensors: List[Any] = []  # found by gc; kept for the census so their ids hold
         self.infos: Dict[int, _TensorInfo] = {}  # id(tensor) -> info
         self.storages: Dict[Tuple[str, int], Tuple[int, str, str]] = {}  # key -> bytes, dev, dt
@@ -569,6 +574,7 @@ class _Walker:
         """Drop every reference to the process' objects."""
         self.tensors = []
         self.graphs = []
+        self.traceback = None
         self.graph_seen = {}
         self.deferred = []
         self.next_objs = []
@@ -741,6 +747,15 @@ class _Walker:
             chain.reverse()  # outermost first: the loop's frame claims before a callee's
             stacks.append((names.get(ident), chain))
         del current
+        on_stacks = {id(frame) for _thread, chain in stacks for frame in chain}
+        raised: List[types.FrameType] = []
+        tb = self.traceback
+        while tb is not None and len(raised) < 1000:
+            if id(tb.tb_frame) not in on_stacks:
+                raised.append(tb.tb_frame)
+            tb = tb.tb_next
+        if raised:
+            stacks.append((names.get(threading.get_ident()), raised))
         # The user's frames first, then libraries' (a trainer's loop holding the model).
         for library in (False, True):
             for thread, chain in stacks:

@@ -11,6 +11,10 @@ it), "every-N": every N iterations, "never": none. Either way a census waits (to
 iteration) while censuses so far have taken more than BUDGET_SHARE of the run's wall time, and
 one census stops at MAX_PAUSE_S (it is then marked partial). None runs while torch.compile
 traces.
+
+An out-of-memory error gets a census of its own (at_error), whatever the budget: what was
+alive when memory ran out, the frames the error left included. At most MAX_ERROR_CENSUSES a
+run, and none with "never".
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ _RANK = {OPTIMIZER_STEPS: 0, BACKWARD_PASSES: 1, FORWARD_PASSES: 2}
 FIRST = 5
 BUDGET_SHARE = 0.005
 MAX_PAUSE_S = 0.2
+MAX_ERROR_CENSUSES = 3
 
 
 def every_from_mode(mode: str) -> Optional[int]:
@@ -51,6 +56,8 @@ class CensusSchedule:
         self._next: Dict[str, int] = {}
         self.taken = 0
         self.skipped = 0
+        self._at = (OPTIMIZER_STEPS, 0)  # the last iteration boundary: kind, index
+        self._errors = 0
 
     def at_boundary(self, kind: str, index: int) -> None:
         """Iteration `index` (1-based) of `kind` just ended (or, for forwards, begins)."""
@@ -60,6 +67,7 @@ class CensusSchedule:
         if rank > self._rank:
             return
         self._rank = rank
+        self._at = (kind, index)
         due = self._next.setdefault(kind, self.every or FIRST)
         if index < due:
             return
@@ -73,7 +81,20 @@ class CensusSchedule:
         self._next[kind] = index + self.every if self.every else max(due * 2, index + 1)
         self._take(kind, index)
 
-    def _take(self, kind: str, index: int) -> None:
+    def at_error(self, traceback: Any, exc_id: int) -> None:
+        """An out-of-memory error (exception exc_id) was raised: a census of what was alive,
+        its traceback's frames included, marked `at: "oom"` and taken at the last iteration."""
+        if self.every is None or self._errors >= MAX_ERROR_CENSUSES:
+            return
+        from .census import safe_to_run
+
+        if not safe_to_run(self.torch):
+            return
+        self._errors += 1
+        kind, index = self._at
+        self._take(kind, index, traceback=traceback, at="oom", exc_id=exc_id)
+
+    def _take(self, kind: str, index: int, traceback: Any = None, **marks: Any) -> None:
         from .census import take_census
 
         began = time.perf_counter()
@@ -81,7 +102,9 @@ class CensusSchedule:
             # What the roots hold, not every tensor gc tracks: listing those (to count what no
             # root reaches) costs ~80 ms in any process that imported torch, which alone would
             # spend a short run's whole budget.
-            census = take_census(self.torch, max_seconds=MAX_PAUSE_S, find_unreached=False)
+            census = take_census(
+                self.torch, max_seconds=MAX_PAUSE_S, find_unreached=False, traceback=traceback
+            )
             data = census.to_json()
         except Exception as exc:  # a census must never break the script
             self.agent.error("census", exc)
@@ -89,4 +112,4 @@ class CensusSchedule:
         finally:
             self._spent += time.perf_counter() - began
         self.taken += 1
-        self.agent.event("census", iterations_are=kind, iteration=index, census=data)
+        self.agent.event("census", iterations_are=kind, iteration=index, census=data, **marks)

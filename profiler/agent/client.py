@@ -163,6 +163,8 @@ class Agent(Outbox):
                 iteration=context.steps if context is not None else None,
                 memory=context.memory_state() if context is not None else {},
             )
+            if kind is not None and fresh and context is not None:
+                context.censuses.at_error(exc.__traceback__, known)
         except Exception as err:
             self.error("report_exception", err)
 

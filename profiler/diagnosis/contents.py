@@ -15,13 +15,20 @@ from typing import Any
 from profiler.profile.model import Profile
 from profiler.units import format_bytes, format_signed_bytes
 
+OOM = "oom"  # a census taken as an out-of-memory error was raised (event key `at`)
+
 
 @dataclass(frozen=True)
 class Census:
     t: float
     iterations_are: str
-    iteration: int
+    iteration: int  # at an error: the last iteration boundary before it
     data: dict[str, Any]
+    at: str = ""  # "" between iterations, OOM at an out-of-memory error
+
+    @property
+    def at_error(self) -> bool:
+        return self.at == OOM
 
 
 def censuses(profile: Profile) -> list[Census]:
@@ -31,7 +38,8 @@ def censuses(profile: Profile) -> list[Census]:
         data = event.get("census")
         iteration = event.get("iteration")
         if isinstance(data, dict) and isinstance(iteration, int):
-            out.append(Census(event.t, str(event.get("iterations_are")), iteration, data))
+            at = OOM if event.get("at") == OOM else ""
+            out.append(Census(event.t, str(event.get("iterations_are")), iteration, data, at))
     return out
 
 
@@ -103,7 +111,10 @@ class ChangeRow:
 
 
 def census_label(census: Census, time: bool = True) -> str:
-    """ "optimizer step 40 (3.52 s)"; without `time`, "optimizer step 40"."""
+    """ "optimizer step 40 (3.52 s)"; without `time`, "optimizer step 40"; a census at an
+    out-of-memory error: "the out-of-memory error (3.61 s)"."""
+    if census.at_error:
+        return f"the out-of-memory error ({census.t:.2f} s)" if time else "the out-of-memory error"
     kind = {
         "optimizer steps": "optimizer step",
         "backward passes": "backward pass",
@@ -170,8 +181,9 @@ def changes(before: Census, after: Census) -> list[ChangeRow]:
 
 
 def pick(profile: Profile, which: str) -> Census:
-    """A census by what a user types: "first", "last", an index (0, 1, -1) or "step:N" (the
-    census at iteration N). Raises ValueError with a one-line message."""
+    """A census by what a user types: "first", "last", an index (0, 1, -1), "step:N" (the
+    census at iteration N) or "oom" (the one taken at an out-of-memory error). Raises
+    ValueError with a one-line message."""
     taken = censuses(profile)
     if not taken:
         raise ValueError("the profile holds no censuses (recorded with --census never?)")
@@ -179,18 +191,25 @@ def pick(profile: Profile, which: str) -> Census:
         return taken[0]
     if which == "last":
         return taken[-1]
+    if which == OOM:
+        at_error = [c for c in taken if c.at_error]
+        if not at_error:
+            raise ValueError("no census was taken at an out-of-memory error in this run")
+        return at_error[-1]
     if which.startswith(("step:", "iteration:")):
         number = which.split(":", 1)[1]
-        found = [c for c in taken if number.isdigit() and c.iteration == int(number)]
+        found = [
+            c for c in taken if number.isdigit() and c.iteration == int(number) and not c.at_error
+        ]
         if not found:
-            have = ", ".join(str(c.iteration) for c in taken)
+            have = ", ".join(str(c.iteration) for c in taken if not c.at_error)
             raise ValueError(f"no census at iteration {number}; censuses were taken at {have}")
         return found[0]
     try:
         return taken[int(which)]
     except (ValueError, IndexError):
         raise ValueError(
-            f"choose a census as first, last, an index from 0 to {len(taken) - 1} or "
+            f"choose a census as first, last, oom, an index from 0 to {len(taken) - 1} or "
             f"step:N, not {which!r}"
         ) from None
 
@@ -242,6 +261,7 @@ def contents_json(profile: Profile, at: str = "last", since: str | None = None) 
             "t": round(census.t, 6),
             "iteration": census.iteration,
             "iterations_are": census.iterations_are,
+            "at": census.at or None,
         },
         "holders": [_row_json(row) for row in contents(census)],
     }

@@ -121,6 +121,26 @@ def test_a_local_two_calls_deep_from_inside_the_callee() -> None:
     assert (h["count"], h["bytes"]) == (4, 8000)
 
 
+def _fill_until_it_fails() -> None:
+    outputs = [floats(250) for _ in range(6)]
+    raise MemoryError(f"out of memory after {len(outputs)} outputs")
+
+
+def test_the_frames_an_error_left_are_roots_when_its_traceback_is_given() -> None:
+    # An out-of-memory error that ends the script is reported after every frame has returned:
+    # what the failing function held is reached only through the traceback.
+    try:
+        _fill_until_it_fails()
+    except MemoryError as exc:
+        error = exc
+    first = _fill_until_it_fails.__code__.co_firstlineno
+    assert has_no_holder(census(), f"_fill_until_it_fails:{first}:outputs")
+    h = holder(census(traceback=error.__traceback__), f"_fill_until_it_fails:{first}:outputs")
+    assert h["kind"] == "local" and h["owner"] == "_fill_until_it_fails"
+    assert h["line"] == first + 2  # the line that raised
+    assert (h["count"], h["bytes"]) == (6, 6000)
+
+
 def _hold_and_wait(run_census: Any, done: threading.Event) -> int:
     waiting = [floats(700) for _ in range(2)]
     thread = threading.Thread(target=run_census, name="census")

@@ -12,6 +12,7 @@ import pytest
 
 from profiler import protocol
 from profiler.diagnosis import diagnose
+from profiler.diagnosis.contents import census_label, censuses, contents, pick
 from tests.support import MEMSIGHT, child_env, find_python, run_memsight, run_plain, write_script
 
 # Real PyTorch training scripts under `memsight run`.
@@ -319,3 +320,41 @@ def test_a_forward_called_by_an_installed_package_names_the_users_line_that_call
     assert where, findings["inference-without-no-grad"].evidence.text
     assert Path(where[0].file).name == "evaluate.py"
     assert where[0].code == "correct = evalkit.evaluate(model, batches)  # the user's line"
+
+
+OOM_WITH_HOLDERS = """
+import torch
+from torch import nn
+
+model = nn.Linear(256, 256)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for _step in range(3):
+    loss = model(torch.randn(64, 256)).pow(2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+
+
+def collect(n):
+    kept = [torch.ones(1024, 1024) for _ in range(n)]  # 4 MiB each
+    return kept, torch.empty(2**50, dtype=torch.uint8)  # more than any machine has
+
+
+collect(6)
+"""
+
+
+def test_an_out_of_memory_error_gets_a_census_of_what_was_alive_then(tmp_path: Path) -> None:
+    write_script(tmp_path, "oom_holders.py", OOM_WITH_HOLDERS)
+    traced = run_memsight(["oom_holders.py"], tmp_path)
+    assert traced.returncode == 1, traced.stderr
+    profile = traced.profile()
+    at_error = pick(profile, "oom")
+    assert census_label(at_error, time=False) == "the out-of-memory error"
+    assert (at_error.iterations_are, at_error.iteration) == ("optimizer steps", 3)
+    rows = {row.holder: row for row in contents(at_error)}
+    kept = rows["`kept` (list, local of `collect()` in oom_holders.py)"]
+    assert (kept.count, kept.bytes) == (6, 6 * 4 * 2**20)
+    assert kept.line == 16  # the line that raised, in the frame the error left
+    # One census per error, however often the error is seen (raised, then uncaught).
+    assert sum(c.at_error for c in censuses(profile)) == 1

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from profiler.diagnosis.contents import changes, contents, format_contents, pick
+from profiler.diagnosis.contents import (
+    census_label,
+    changes,
+    contents,
+    contents_json,
+    format_contents,
+    pick,
+)
 from profiler.profile.model import Event
 from tests.factories import MiB, profile
 
@@ -65,10 +72,26 @@ def test_a_census_is_picked_by_position_or_iteration_with_a_clear_error() -> Non
     assert pick(P, "1").iteration == 10 and pick(P, "step:40").t == 4.0
     with pytest.raises(ValueError, match="censuses were taken at 5, 10, 40"):
         pick(P, "step:7")
-    with pytest.raises(ValueError, match="first, last, an index from 0 to 2 or step:N"):
+    with pytest.raises(ValueError, match="first, last, oom, an index from 0 to 2 or step:N"):
         pick(P, "middle")
     with pytest.raises(ValueError, match="no censuses"):
         pick(profile(), "last")
+
+
+def test_the_census_at_an_out_of_memory_error_is_picked_by_oom_and_named_for_it() -> None:
+    at_error = census(4.5, 40, kept=90)
+    at_error.data["at"] = "oom"
+    run = profile(events=[*P.events, at_error], end_t=5.0)
+    chosen = pick(run, "oom")
+    assert chosen.at_error and chosen.t == 4.5
+    assert census_label(chosen) == "the out-of-memory error (4.50 s)"
+    assert pick(run, "step:40").t == 4.0  # the iteration's own census, not the error's
+    assert format_contents(run, "oom", since="step:40").startswith(
+        "What changed from optimizer step 40 (4.00 s) to the out-of-memory error (4.50 s)"
+    )
+    assert contents_json(run, "oom")["census"]["at"] == "oom"
+    with pytest.raises(ValueError, match="no census was taken at an out-of-memory error"):
+        pick(P, "oom")
 
 
 def test_the_text_names_the_moment_and_the_holders() -> None:
