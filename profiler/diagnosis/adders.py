@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,13 +110,37 @@ def _scope(tree: ast.Module, first_line: int | None) -> ast.AST:
     return tree
 
 
-def adding_line(
-    path: str, name: str, *, attribute: bool = False, first_line: int | None = None
+def _binds(statement: ast.AST, name: str, attribute: bool) -> bool:
+    """`name = ...`, `self.name: T = ...`, `for name in ...`, `with ... as name`."""
+    if isinstance(statement, ast.Assign):
+        targets: list[ast.expr] = list(statement.targets)
+    elif isinstance(statement, ast.AnnAssign | ast.AugAssign | ast.For | ast.AsyncFor):
+        targets = [statement.target]
+    elif isinstance(statement, ast.With | ast.AsyncWith):
+        targets = [item.optional_vars for item in statement.items if item.optional_vars]
+    else:
+        return False
+    while targets:  # through `a, (b, *c) = ...`, never into `x[k] = ...` (that adds to x)
+        target = targets.pop()
+        if isinstance(target, ast.Tuple | ast.List):
+            targets.extend(target.elts)
+        elif isinstance(target, ast.Starred):
+            targets.append(target.value)
+        elif not isinstance(target, ast.Subscript) and _matches(target, name, attribute):
+            return True
+    return False
+
+
+def _line_of(
+    path: str,
+    name: str,
+    attribute: bool,
+    first_line: int | None,
+    wanted: Callable[[ast.AST, str, bool], bool],
 ) -> SourceLine | None:
-    """The line that adds to holder `name` in `path`: within the function or class defined at
-    `first_line` when given (a local's function), else anywhere in the module. Among several,
-    one inside a loop comes first (the leak is the one that runs every iteration), then the
-    last in the file."""
+    """The statement in `path` (within the function or class defined at `first_line` when
+    given, else anywhere in the module) that `wanted` picks for holder `name`. Among several,
+    one inside a loop comes first (what runs every iteration), then the last in the file."""
     parsed = _parse(path)
     if parsed is None:
         return None
@@ -130,13 +155,31 @@ def adding_line(
     found = [
         (id(node) in in_loops, node.lineno)
         for node in ast.walk(scope)
-        if isinstance(node, ast.stmt) and _adds(node, name, attribute)
+        if isinstance(node, ast.stmt) and wanted(node, name, attribute)
     ]
     if not found:
         return None
     _, line = max(found)
     code = lines[line - 1].strip() if 0 < line <= len(lines) else ""
     return SourceLine(line, code)
+
+
+def adding_line(
+    path: str, name: str, *, attribute: bool = False, first_line: int | None = None
+) -> SourceLine | None:
+    """The line that adds to holder `name` in `path`: within the function or class defined at
+    `first_line` when given (a local's function), else anywhere in the module. Among several,
+    one inside a loop comes first (the leak is the one that runs every iteration), then the
+    last in the file."""
+    return _line_of(path, name, attribute, first_line, _adds)
+
+
+def binding_line(
+    path: str, name: str, *, attribute: bool = False, first_line: int | None = None
+) -> SourceLine | None:
+    """The line that assigns holder `name` (`x = torch.randn(...)`), chosen as adding_line
+    chooses: for a holder that is what it was last set to rather than what was added to it."""
+    return _line_of(path, name, attribute, first_line, _binds)
 
 
 def source_line(path: str, line: int) -> str | None:

@@ -26,6 +26,8 @@ class DiagnosisConfig:
     # A CUDA OOM with this much reserved-but-unallocated memory puts the allocator settings
     # (expandable segments) first among its fixes: the memory was there, only fragmented.
     oom_fragmented_min_bytes: int = 512 * MiB
+    # A holder in the census taken at an OOM is named when it keeps at least this much.
+    oom_holder_min_bytes: int = 1 * MiB
     # near-capacity: when the DataLoader workers hold this share of the tree's peak, the
     # workers' fix comes first.
     near_capacity_workers_share: float = 0.3

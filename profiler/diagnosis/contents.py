@@ -25,6 +25,7 @@ class Census:
     iteration: int  # at an error: the last iteration boundary before it
     data: dict[str, Any]
     at: str = ""  # "" between iterations, OOM at an out-of-memory error
+    exc_id: int | None = None  # at an error: the `exception` event's exc_id
 
     @property
     def at_error(self) -> bool:
@@ -39,7 +40,11 @@ def censuses(profile: Profile) -> list[Census]:
         iteration = event.get("iteration")
         if isinstance(data, dict) and isinstance(iteration, int):
             at = OOM if event.get("at") == OOM else ""
-            out.append(Census(event.t, str(event.get("iterations_are")), iteration, data, at))
+            exc_id = event.get("exc_id")
+            exc_id = exc_id if isinstance(exc_id, int) and at else None
+            out.append(
+                Census(event.t, str(event.get("iterations_are")), iteration, data, at, exc_id)
+            )
     return out
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from profiler.diagnosis.adders import adding_line, source_line
+from profiler.diagnosis.adders import adding_line, binding_line, source_line
 from profiler.diagnosis.contents import Census, censuses, changes, describe, holders_by_id
 from profiler.diagnosis.finding import Location
 from profiler.profile.model import Profile
@@ -90,44 +90,85 @@ def _contents(holder: dict[str, Any]) -> str:
     return text
 
 
+def _place(holder: dict[str, Any], bound: bool = False) -> tuple[str, int, str | None] | None:
+    """Where a holder is in the code: the line that adds to it, else (with `bound`) the line
+    that assigns it, else where it lives (file, line, source); None when the census names no
+    file or line."""
+    file = str(holder.get("file") or "")
+    name = str(holder.get("root") or holder.get("name") or "")
+    attribute = holder.get("kind") in ("attribute", "class attribute")
+    if attribute:
+        name = name.rsplit(".", 1)[-1]
+    first_line = holder.get("first_line") if holder.get("kind") == "local" else None
+    added = (
+        adding_line(
+            file,
+            name.split("[", 1)[0],
+            attribute=attribute,
+            first_line=int(first_line) if isinstance(first_line, int) else None,
+        )
+        if file and name
+        else None
+    )
+    if added is None and bound and file and name and "[" not in name:
+        added = binding_line(
+            file,
+            name,
+            attribute=attribute,
+            first_line=int(first_line) if isinstance(first_line, int) else None,
+        )
+    line = added.line if added is not None else int(holder.get("line") or 0)
+    if not file or line <= 0:
+        return None
+    return file, line, added.code if added is not None else source_line(file, line)
+
+
+def _location(holder: dict[str, Any], text: str, size: int, bound: bool = False) -> Location | None:
+    place = _place(holder, bound)
+    if place is None:
+        return None
+    file, line, code = place
+    # A global's owner is its module, not a function to name.
+    function = holder.get("function") or (
+        holder.get("owner") if holder.get("kind") != "global" else None
+    )
+    return Location(file, line, str(function) if function else None, code, text, size)
+
+
 def locations(found: list[Growing], unit: str = "iteration") -> tuple[Location, ...]:
     """One location per growing holder: the line that adds to it, else where it lives."""
     out = []
     for growing in found:
         holder = growing.holder
-        file = str(holder.get("file") or "")
-        name = str(holder.get("root") or holder.get("name") or "")
-        attribute = holder.get("kind") in ("attribute", "class attribute")
-        if attribute:
-            name = name.rsplit(".", 1)[-1]
-        first_line = holder.get("first_line") if holder.get("kind") == "local" else None
-        added = (
-            adding_line(
-                file,
-                name.split("[", 1)[0],
-                attribute=attribute,
-                first_line=int(first_line) if isinstance(first_line, int) else None,
-            )
-            if file and name
-            else None
-        )
-        line = added.line if added is not None else int(holder.get("line") or 0)
-        if not file or line <= 0:
-            continue
-        code = added.code if added is not None else source_line(file, line)
         text = (
             f"kept alive by {describe(holder)}: {_contents(holder)}, "
             f"+{format_bytes(growing.per_iteration)} per {unit}"
         )
-        function = holder.get("function") or holder.get("owner")
-        out.append(
-            Location(
-                file,
-                line,
-                str(function) if function else None,
-                code,
-                text,
-                round(growing.per_iteration),
-            )
-        )
+        location = _location(holder, text, round(growing.per_iteration))
+        if location is not None:
+            out.append(location)
+    return tuple(out)
+
+
+def largest_holders(census: Census, min_bytes: int) -> list[dict[str, Any]]:
+    """The holders of one census that keep at least `min_bytes` (their tensors' storages and
+    what their graphs keep), largest first, at most MAX_HOLDERS."""
+    sized = [
+        (int(h.get("bytes") or 0) + int(h.get("grad_bytes") or 0), h)
+        for h in holders_by_id(census).values()
+    ]
+    sized = [(size, h) for size, h in sized if size >= min_bytes]
+    sized.sort(key=lambda pair: -pair[0])
+    return [h for _size, h in sized[:MAX_HOLDERS]]
+
+
+def holding_locations(found: list[dict[str, Any]], moment: str) -> tuple[Location, ...]:
+    """One location per holder of a census (largest_holders): where it is in the code."""
+    out = []
+    for holder in found:
+        size = int(holder.get("bytes") or 0) + int(holder.get("grad_bytes") or 0)
+        text = f"held by {describe(holder)}: {_contents(holder)}, {format_bytes(size)} {moment}"
+        location = _location(holder, text, size, bound=True)
+        if location is not None:
+            out.append(location)
     return tuple(out)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from profiler.diagnosis.adders import adding_line
+from profiler.diagnosis.adders import adding_line, binding_line
 
 SOURCE = """
 import collections
@@ -88,3 +88,23 @@ def test_the_line_that_adds_to_each_kind_of_holder(
 def test_no_line_for_a_holder_never_added_to_or_a_file_that_is_gone(script: str) -> None:
     assert adding_line(script, "data", first_line=line_of(script, "def train")) is None
     assert adding_line(script + ".gone", "kept_outputs") is None
+
+
+@pytest.mark.parametrize(
+    ("name", "attribute", "function", "expected"),
+    [
+        ("out", False, "def train", "out = model(x)"),  # in the loop
+        ("x", False, "def train", "for x in data:"),
+        ("cache", True, None, "self.cache = {}"),
+        ("history", False, None, 'history = {"train": []}'),
+    ],
+)
+def test_the_line_that_assigns_a_holder(
+    script: str, name: str, attribute: bool, function: str | None, expected: str
+) -> None:
+    # What held the most at an out-of-memory error is often what a name was last set to.
+    first = line_of(script, function) if function else None
+    found = binding_line(script, name, attribute=attribute, first_line=first)
+    assert found is not None and found.code == expected
+    assert found.line == line_of(script, expected)
+    assert binding_line(script, "nowhere", first_line=first) is None

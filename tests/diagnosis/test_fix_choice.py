@@ -545,10 +545,16 @@ def test_a_recorded_cpu_runs_fixes_have_no_cuda_code_in_any_form(name: str, tmp_
         # The line of the script that asked for the 1 TiB, in the model's forward
         source = script.read_text().splitlines()
         line = 1 + next(i for i, s in enumerate(source) if s.startswith("        return (q @"))
-        assert [(w["file"], w["line"], w["function"]) for w in oom["where"]] == [
-            (str(script), line, "forward")
-        ]
+        assert (oom["where"][0]["file"], oom["where"][0]["line"]) == (str(script), line)
+        assert oom["where"][0]["function"] == "forward"
         assert oom["where"][0]["code"].startswith("return (q @ k.transpose(-2, -1))")
+        # Then what held the most at the error (its census): the forward's q, and the input x
+        held = [(w["code"], w["bytes"]) for w in oom["where"][1:]]
+        assert held == [
+            ("q, k, v = self.qkv(x).chunk(3, dim=-1)", 384 * 2**20),
+            ("x = torch.randn(1, length, 64)", 128 * 2**20),
+        ]
+        assert oom["where"][1]["holder"].startswith("held by `q` (Tensor, local of")
         assert f"Where: {script}:{line} in forward(): return (q @" in report.stdout
 
 

@@ -14,7 +14,7 @@ from profiler.diagnosis import DEFAULT_CONFIG, diagnose, get_fix
 from profiler.diagnosis import rules as rules_package
 from profiler.diagnosis.rules import ALL_RULES
 from profiler.profile.model import Event, Profile, SampleTable
-from tests.factories import GiB, MiB, oom_event, profile, ram, spans, steps, table
+from tests.factories import GiB, MiB, census, holder, oom_event, profile, ram, spans, steps, table
 from tests.support import ROOT
 
 # Every rule is reached through the registry diagnose() runs, never by importing its module:
@@ -289,6 +289,28 @@ def test_gpu_oom_with_much_reserved_but_unallocated_puts_the_allocator_fix_first
     event = oom_event("gpu", requested=GiB, reserved_unallocated=6 * GiB)
     [finding] = RULES["out-of-memory"].check(profile(events=[event]), DEFAULT_CONFIG)
     assert finding.fixes[0] == "allocator-config"
+
+
+def test_gpu_oom_names_what_held_the_most_in_the_census_taken_at_that_error() -> None:
+    event = oom_event("gpu", requested=2 * GiB)
+    event.data["exc_id"] = 2
+    earlier_error = census(3.0, 10, holder("old", "local", 9 * GiB))
+    earlier_error.data.update(at="oom", exc_id=1)  # a caught OOM the script recovered from
+    at_error = census(
+        4.9,
+        12,
+        holder("acts", "local", 3 * GiB, file=None),  # no place: in the text, not in where
+        holder("cache", "global", 2 * GiB, line=None),
+        holder("tiny", "local", 1024),  # under oom_holder_min_bytes
+    )
+    at_error.data.update(at="oom", exc_id=2)
+    p = profile(events=[earlier_error, at_error, event], exit_code=1)
+    [finding] = RULES["out-of-memory"].check(p, DEFAULT_CONFIG)
+    text = finding.evidence.text
+    assert "at the error, `acts` (list, local of `train()`) held 3.00 GiB" in text
+    assert "`cache` (Tensor, global of train) held 2.00 GiB" in text
+    assert "old" not in text and "tiny" not in text
+    assert [h["bytes"] for h in finding.evidence.numbers["holders"]] == [3 * GiB, 2 * GiB]
 
 
 def test_caught_oom_that_did_not_end_the_run_is_not_out_of_memory() -> None:

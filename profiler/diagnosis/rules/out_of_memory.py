@@ -25,7 +25,10 @@ import numpy as np
 
 from profiler.diagnosis.blocks import block_locations, blocks_text, oom_blocks
 from profiler.diagnosis.config import DiagnosisConfig
+from profiler.diagnosis.contents import Census, censuses
+from profiler.diagnosis.contents import describe as describe_holder
 from profiler.diagnosis.finding import Evidence, Finding
+from profiler.diagnosis.holders import holding_locations, largest_holders
 from profiler.diagnosis.signals import device_total, final_exception, ram_capacity, step_at
 from profiler.diagnosis.where import describe, exception_locations, script_path
 from profiler.profile.model import Event, Profile
@@ -175,6 +178,18 @@ def _from_exception(
             for w in block_locations(blocks, script_path(profile.info))
             if (w.file, w.line) not in seen
         )
+    at_error = _census_at(profile, data)
+    if at_error is not None:
+        held = largest_holders(at_error, config.oom_holder_min_bytes)
+        if held:
+            text += "; at the error, " + ", ".join(
+                f"{describe_holder(h)} held {format_bytes(_held(h))}" for h in held[:2]
+            )
+            facts["holders"] = [{"holder": describe_holder(h), "bytes": _held(h)} for h in held]
+            seen = {(w.file, w.line) for w in where}
+            where += tuple(
+                w for w in holding_locations(held, "at the error") if (w.file, w.line) not in seen
+            )
     steps = profile.steps
     start = t
     iterations = None
@@ -191,6 +206,17 @@ def _from_exception(
         fixes=fixes,
         where=where,
     )
+
+
+def _census_at(profile: Profile, data: dict[str, Any]) -> Census | None:
+    """The census the agent took at this error (agent/census_schedule.py at_error)."""
+    exc_id = data.get("exc_id")
+    mine = [c for c in censuses(profile) if c.at_error and c.exc_id == exc_id]
+    return mine[-1] if mine else None
+
+
+def _held(holder: dict[str, Any]) -> int:
+    return int(holder.get("bytes") or 0) + int(holder.get("grad_bytes") or 0)
 
 
 def _first(ids: tuple[str, ...], fixes: tuple[str, ...]) -> tuple[str, ...]:
