@@ -39,6 +39,7 @@ from profiler.launch.spec import (
 )
 from profiler.profile.storage import ProfileError, load_profile
 from profiler.profile.summary import format_text, summarize, to_json
+from profiler.terminal_text import terminal_safe
 from profiler.units import format_bytes, format_duration
 
 if TYPE_CHECKING:
@@ -468,17 +469,19 @@ def _write_html(profile: Profile, diagnosis: Diagnosis, out: str) -> int | None:
 
     target = Path(out)
     if target.is_dir():
-        sys.stderr.write(f"memsight: error: --html: {out} is a directory\n")
+        sys.stderr.write(f"memsight: error: --html: {terminal_safe(out)} is a directory\n")
         return None
     if not target.parent.is_dir():
-        sys.stderr.write(f"memsight: error: --html: no such directory: {target.parent}\n")
+        shown = terminal_safe(str(target.parent))
+        sys.stderr.write(f"memsight: error: --html: no such directory: {shown}\n")
         return None
     try:
         size = write_html(profile, target, diagnosis)
     except OSError as exc:
-        sys.stderr.write(f"memsight: error: --html: cannot write {out}: {exc.strerror or exc}\n")
+        problem = terminal_safe(f"cannot write {out}: {exc.strerror or exc}")
+        sys.stderr.write(f"memsight: error: --html: {problem}\n")
         return None
-    sys.stderr.write(f"memsight: wrote {out} ({format_bytes(size)})\n")
+    sys.stderr.write(f"memsight: wrote {terminal_safe(out)} ({format_bytes(size)})\n")
     return size
 
 
@@ -487,7 +490,7 @@ def cmd_report(argv: Sequence[str]) -> int:
     try:
         profile = load_profile(options.profile)
     except ProfileError as exc:
-        sys.stderr.write(f"memsight: error: {exc}\n")
+        sys.stderr.write(f"memsight: error: {terminal_safe(str(exc))}\n")
         return 1
     from profiler.diagnosis import diagnose, finding_to_json
     from profiler.diagnosis.text import format_findings
@@ -501,11 +504,12 @@ def cmd_report(argv: Sequence[str]) -> int:
 
         try:
             if not options.json:
-                sys.stdout.write(format_contents(profile, options.contents, options.since))
+                text = format_contents(profile, options.contents, options.since)
+                sys.stdout.write(terminal_safe(text, lines=True))
                 return 0
             contents = contents_json(profile, options.contents, options.since)
         except ValueError as exc:
-            sys.stderr.write(f"memsight: error: --contents: {exc}\n")
+            sys.stderr.write(f"memsight: error: --contents: {terminal_safe(str(exc))}\n")
             return 2
     diagnosis = diagnose(profile)
     if options.html is not None:
@@ -521,7 +525,9 @@ def cmd_report(argv: Sequence[str]) -> int:
             data["contents"] = contents
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
     else:
-        sys.stdout.write(format_text(profile, options.profile) + "\n" + format_findings(diagnosis))
+        # The target's strings are in both: shown escaped, never acted on by the terminal.
+        report = format_text(profile, options.profile) + "\n" + format_findings(diagnosis)
+        sys.stdout.write(terminal_safe(report, lines=True))
     return 0
 
 
@@ -572,19 +578,19 @@ def cmd_export(argv: Sequence[str]) -> int:
     try:
         profile = load_profile(options.profile)
     except ProfileError as exc:
-        sys.stderr.write(f"memsight: error: {exc}\n")
+        sys.stderr.write(f"memsight: error: {terminal_safe(str(exc))}\n")
         return 1
     snapshots = cuda_snapshots(profile)
     if options.list:
         if not snapshots:
             sys.stdout.write("no CUDA memory snapshots\n")
         for snapshot in snapshots:
-            sys.stdout.write(f"{describe_snapshot(snapshot)}\n")
+            sys.stdout.write(f"{terminal_safe(describe_snapshot(snapshot))}\n")
         return 0
     if not snapshots:
         sys.stderr.write(
-            f"memsight: error: {options.profile} holds no CUDA memory snapshot; record one with "
-            "`memsight run --cuda-history ...` on a run that uses CUDA\n"
+            f"memsight: error: {terminal_safe(options.profile)} holds no CUDA memory snapshot; "
+            "record one with `memsight run --cuda-history ...` on a run that uses CUDA\n"
         )
         return 1
     try:
@@ -594,10 +600,13 @@ def cmd_export(argv: Sequence[str]) -> int:
         return 1
     target = Path(options.memory_viz)
     if target.is_dir():
-        sys.stderr.write(f"memsight: error: --memory-viz: {target} is a directory\n")
+        sys.stderr.write(
+            f"memsight: error: --memory-viz: {terminal_safe(str(target))} is a directory\n"
+        )
         return 1
     if not target.parent.is_dir():
-        sys.stderr.write(f"memsight: error: --memory-viz: no such directory: {target.parent}\n")
+        shown = terminal_safe(str(target.parent))
+        sys.stderr.write(f"memsight: error: --memory-viz: no such directory: {shown}\n")
         return 1
     partial = target.with_name(f".{target.name}.partial")
     try:
@@ -608,18 +617,18 @@ def cmd_export(argv: Sequence[str]) -> int:
                 f.write(chunk)
         os.replace(partial, target)
     except ProfileError as exc:
-        sys.stderr.write(f"memsight: error: {exc}\n")
+        sys.stderr.write(f"memsight: error: {terminal_safe(str(exc))}\n")
         return 1
     except OSError as exc:
-        sys.stderr.write(
-            f"memsight: error: --memory-viz: cannot write {target}: {exc.strerror or exc}\n"
-        )
+        problem = terminal_safe(f"cannot write {target}: {exc.strerror or exc}")
+        sys.stderr.write(f"memsight: error: --memory-viz: {problem}\n")
         return 1
     finally:
         with contextlib.suppress(OSError):
             partial.unlink()
+    wrote = terminal_safe(f"{target} ({format_bytes(chosen.bytes)}): {describe_snapshot(chosen)}")
     sys.stderr.write(
-        f"memsight: wrote {target} ({format_bytes(chosen.bytes)}): {describe_snapshot(chosen)}\n"
+        f"memsight: wrote {wrote}\n"
         "memsight: open it at https://pytorch.org/memory_viz (it stays on your computer)\n"
     )
     return 0
@@ -663,7 +672,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError(f"unknown command {args[0]!r} (see `memsight --help`)")
         return cmd_gui(args)
     except UsageError as exc:
-        sys.stderr.write(f"memsight: error: {exc}\n")
+        # Usage errors quote the command line: a file name may hold any character.
+        sys.stderr.write(f"memsight: error: {terminal_safe(str(exc))}\n")
         return 2
     except KeyboardInterrupt:
         return 130

@@ -6,19 +6,24 @@ import textwrap
 
 from profiler.diagnosis import Diagnosis, Finding, get_fixes
 from profiler.diagnosis.finding import Location, severity_counts
+from profiler.terminal_text import terminal_safe
 
 WIDTH = 96
 INDENT = "    "
 
 
 def _wrap(text: str, indent: str) -> list[str]:
-    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent)
+    # Escaped first: wrapping would turn the target's CR or tab into a space, hiding it.
+    return textwrap.wrap(
+        terminal_safe(text), WIDTH, initial_indent=indent, subsequent_indent=indent
+    )
 
 
 def format_location(location: Location) -> str:
     """`/work/train.py:25 in train(): loss = model(x)`, with what holds memory there when known.
 
-    The path is whole so that a terminal or an editor can open it as it is."""
+    The path is whole so that a terminal or an editor can open it as it is. One line: the
+    parts come from the target, so their control characters are escaped."""
     text = f"{location.file}:{location.line}"
     if location.function and location.function != "<module>":
         text += f" in {location.function}()"
@@ -26,11 +31,12 @@ def format_location(location: Location) -> str:
         text += f": {location.code}"
     if location.detail:
         text += f" ({location.detail})"
-    return text
+    return terminal_safe(text)
 
 
 def format_finding(finding: Finding, number: int, snippets: bool = True) -> list[str]:
-    lines = [f"{number}. [{finding.severity.upper()}] {finding.title}  ({finding.rule})"]
+    title = terminal_safe(finding.title)  # may name the target's classes and modules
+    lines = [f"{number}. [{finding.severity.upper()}] {title}  ({finding.rule})"]
     lines += _wrap(f"Evidence: {finding.evidence.text} (at {finding.evidence.where()})", INDENT)
     # Unwrapped: a path or a line of code split in two can no longer be copied or clicked.
     lines += [f"{INDENT}Where: {format_location(location)}" for location in finding.where]
@@ -55,5 +61,5 @@ def format_findings(diagnosis: Diagnosis) -> str:
     else:
         lines = ["Findings", "  No problems found: none of the rules matched this run.", ""]
     for rule, error in diagnosis.failed.items():
-        lines.append(f"  (rule {rule} could not run on this profile: {error})")
+        lines.append(f"  (rule {rule} could not run on this profile: {terminal_safe(error)})")
     return "\n".join(lines).rstrip() + "\n"

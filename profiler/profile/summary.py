@@ -13,6 +13,7 @@ import numpy as np
 from profiler.profile.attachments import cuda_snapshots, describe_snapshot
 from profiler.profile.model import Profile
 from profiler.profile.series import process_tree_bytes
+from profiler.terminal_text import terminal_safe
 from profiler.units import format_bytes, format_duration
 
 
@@ -168,18 +169,22 @@ def to_json(profile: Profile, findings: list[dict[str, Any]] | None = None) -> d
 
 
 def format_text(profile: Profile, name: str) -> str:
-    """The short human summary printed by `memsight report`."""
+    """The short human summary printed by `memsight report`.
+
+    Text from the target (argv, paths, process names) is kept to one line each, its control
+    characters escaped (profiler/terminal_text.py), so that it cannot break the layout."""
     s = summarize(profile)
     info = profile.info
+    one = terminal_safe
     versions = [f"Python {info.python_version}" if info.python_version else ""]
     if info.torch_version:
         versions.append(f"torch {info.torch_version}")
     lines = [
-        f"memsight profile {name}",
-        f"  run        {info.target}",
-        f"  directory  {info.cwd}",
-        f"  started    {info.start_time.replace('T', ' ')}"
-        + (f" on {info.hostname}" if info.hostname else "")
+        f"memsight profile {one(name)}",
+        f"  run        {one(info.target)}",
+        f"  directory  {one(info.cwd)}",
+        f"  started    {one(info.start_time.replace('T', ' '))}"
+        + (f" on {one(info.hostname)}" if info.hostname else "")
         + (f" ({', '.join(v for v in versions if v)})" if any(versions) else ""),
         f"  duration   {format_duration(s.duration_s)}",
         f"  ended      {info.ended_by}",
@@ -206,20 +211,20 @@ def format_text(profile: Profile, name: str) -> str:
                 format_duration(c.exited) if c.exited is not None else "end"
             )
             lines.append(
-                f"  pid {c.pid:<8} {c.name:<16} peak USS {format_bytes(c.peak_uss):>11}  {span}"
+                f"  pid {c.pid:<8} {one(c.name):<16} peak USS {format_bytes(c.peak_uss):>11}  {span}"
             )
         if len(s.children) > 20:
             lines.append(f"  … and {len(s.children) - 20} more")
     snapshots = cuda_snapshots(profile)
     if snapshots:
         lines += ["", f"CUDA memory snapshots ({len(snapshots)})"]
-        lines += [f"  {describe_snapshot(c)}" for c in snapshots]
+        lines += [f"  {one(describe_snapshot(c))}" for c in snapshots]
         lines.append(
-            f"  for pytorch.org/memory_viz: memsight export {name} --memory-viz OUT.pickle"
+            f"  for pytorch.org/memory_viz: memsight export {one(name)} --memory-viz OUT.pickle"
         )
     if profile.warnings:
         lines += ["", "Warnings"]
-        lines += [f"  {w}" for w in profile.warnings]
+        lines += [f"  {one(w)}" for w in profile.warnings]
     return "\n".join(lines) + "\n"
 
 
