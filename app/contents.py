@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.plaintext import tooltip
 from profiler.diagnosis.contents import (
     PARTIAL,
     Census,
@@ -97,9 +98,9 @@ def _holder_cell(row: ContentsRow, gone: bool = False) -> QStandardItem:
     item = _cell(text, text.lower())
     if row.file and row.line:
         item.setData((row.file, row.line), LOCATION_ROLE)
-        item.setToolTip(f"{row.holder}\n{row.place} (double-click to open)")
+        item.setToolTip(tooltip(f"{row.holder}\n{row.place} (double-click to open)"))
     else:
-        item.setToolTip(row.holder)
+        item.setToolTip(tooltip(row.holder))
     return item
 
 

@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.editor import EDITOR_KEY, open_location
+from app.plaintext import tooltip
 from profiler.codefiles import is_pseudo_file
 from profiler.diagnosis import Diagnosis, Finding, Location, diagnose, get_fix
 from profiler.diagnosis.finding import SEVERITY_COLORS, SEVERITY_LABELS, severity_counts
@@ -149,6 +150,7 @@ class FindingsPanel(QWidget):
         self.diagnosis = Diagnosis()
         self.final = False
         self.header = QLabel("No run yet")
+        self.header.setTextFormat(Qt.TextFormat.PlainText)
         self.list = QListWidget()
         self.list.setObjectName("findings")
         self.list.setWordWrap(True)
@@ -196,7 +198,7 @@ class FindingsPanel(QWidget):
         for finding in diagnosis.findings:
             item = QListWidgetItem(f"{SEVERITY_LABELS[finding.severity]}  ·  {finding.title}")
             item.setForeground(QColor(SEVERITY_COLORS[finding.severity]))
-            item.setToolTip(finding.evidence.text)
+            item.setToolTip(tooltip(finding.evidence.text))
             self.list.addItem(item)
         row = next(
             (

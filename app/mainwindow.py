@@ -27,6 +27,7 @@ from app.console import ConsoleView
 from app.contents import ContentsPanel
 from app.controller import RunController
 from app.findings import BackgroundDiagnosis, FindingsPanel
+from app.plaintext import window_title
 from app.runsetup import RunSetupPanel
 from app.settings import AppSettings, ScriptSetup
 from app.timeline import TimelineView
@@ -112,6 +113,7 @@ class MainWindow(QMainWindow):
             self.gpu_label,
             self.rate_label,
         ):
+            label.setTextFormat(Qt.TextFormat.PlainText)
             self.statusBar().addPermanentWidget(label)
 
         self._make_actions()
@@ -222,7 +224,7 @@ class MainWindow(QMainWindow):
         self.setup_panel.set_script(path, self.settings.setups.get(key))
         AppSettings.remember(self.settings.recent_scripts, key)
         self.settings.save(self.store)
-        self.setWindowTitle(f"memsight — {Path(path).name}")
+        self.setWindowTitle(window_title(f"memsight — {Path(path).name}"))
 
     def open_profile(self, path: str) -> bool:
         if self.controller is not None and self.controller.running:
@@ -282,7 +284,7 @@ class MainWindow(QMainWindow):
         self.save_action.setEnabled(not running)
         self.export_action.setEnabled(True)
         self._update_status()
-        self.setWindowTitle(f"memsight — {profile.info.target or path.name}")
+        self.setWindowTitle(window_title(f"memsight — {profile.info.target or path.name}"))
 
     def _choose_script(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Open script", "", "Python scripts (*.py)")
@@ -305,7 +307,7 @@ class MainWindow(QMainWindow):
             section = self.recent_menu.addAction(title)
             section.setEnabled(False)
             for item in items:
-                action = self.recent_menu.addAction(item)
+                action = self.recent_menu.addAction(item.replace("&", "&&"))  # no mnemonic
                 action.triggered.connect(functools.partial(self.open_path, item))
         if not (self.settings.recent_scripts or self.settings.recent_profiles):
             self.recent_menu.addAction("(nothing yet)").setEnabled(False)

@@ -16,6 +16,7 @@ from PySide6.QtCore import QPointF, Qt, Signal
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
+from app.plaintext import line_label, tooltip
 from profiler import protocol
 from profiler.profile.columns import ColumnStore
 from profiler.profile.model import Profile
@@ -349,7 +350,7 @@ class TimelineView(QWidget):
                     angle=90,
                     movable=False,
                     pen=pen,
-                    label=label if plot is self.ram_plot and label else None,
+                    label=line_label(label) if plot is self.ram_plot and label else None,
                     # Low on the plot, left of the line: growth puts the curves high late on.
                     labelOpts={
                         "position": 0.1,
@@ -458,7 +459,7 @@ class TimelineView(QWidget):
                 pos=float(value),
                 angle=0,
                 pen=pg.mkPen("#888", width=1, style=Qt.PenStyle.DashLine),
-                label=f"{label} {format_bytes(value)}",
+                label=line_label(f"{label} {format_bytes(value)}"),
                 labelOpts={"position": 0.02, "color": "#888", "anchors": [(0, 1), (0, 1)]},
             )
             plot.addItem(line, ignoreBounds=True)
@@ -551,7 +552,7 @@ class TimelineView(QWidget):
                 pos=t,
                 angle=90,
                 pen=pg.mkPen(color, width=1.5),
-                label=label if plot is self.ram_plot else None,
+                label=line_label(label) if plot is self.ram_plot else None,
                 labelOpts={"position": 0.92, "color": color, "anchors": [(1, 0), (1, 0)]},
             )
             plot.addItem(line, ignoreBounds=True)
@@ -559,7 +560,7 @@ class TimelineView(QWidget):
 
     @staticmethod
     def _mark_tip(x: float, y: float, data: Any) -> str:
-        return f"{data}\nat {x:.3f} s"
+        return tooltip(f"{data}\nat {x:.3f} s")
 
     # -- interaction ------------------------------------------------------------------------
 
