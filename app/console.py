@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import bisect
+
 from PySide6.QtCore import Qt
 from PySide6.QtGui import (
     QColor,
@@ -23,11 +25,107 @@ from PySide6.QtWidgets import (
 )
 
 from profiler import protocol
-from profiler.profile.model import Profile
+from profiler.profile.model import OutputChunk, Profile
 from profiler.profile.series import MARK_COLORS
 from profiler.profile.summary import unrecorded_output
 
+# The console holds a bounded tail of the output, so that no output, however large, can make
+# the window slow: the last MAX_LINES lines, at most MAX_CHARS characters in all, each line cut
+# after MAX_LINE_CHARS characters (with a note saying so). The profile keeps it all.
 MAX_LINES = 20_000
+MAX_LINE_CHARS = 2_000
+MAX_CHARS = 2_000_000
+NOTE = -1  # a piece of text that is memsight's own note, not the target's output
+
+
+def _cut_note() -> str:
+    return f" … [line cut: longer than {MAX_LINE_CHARS:,} characters]"
+
+
+class OutputTail:
+    """Turns the target's output, chunk by chunk, into the pieces the console shows.
+
+    Work and result are bounded whatever the output: a batch with more lines than the console
+    keeps is read from its end (str.rfind, in C), and only the lines kept are copied, each up
+    to MAX_LINE_CHARS. Pieces are (text, stream), stream being protocol.STDOUT, STDERR or NOTE.
+    """
+
+    def __init__(self) -> None:
+        self.line_chars = 0  # characters shown of the line being written
+        self.cut = False  # that line was cut: the rest of it is skipped
+
+    def take(self, chunks: list[OutputChunk]) -> list[tuple[str, int]]:
+        if not chunks:
+            return []
+        starts, streams, texts = [], [], []
+        offset = 0
+        for chunk in chunks:
+            # CR starts a new line, as it does in the text widget; CRLF is one line end.
+            normal = chunk.text.replace("\r\n", "\n").replace("\r", "\n")
+            starts.append(offset)
+            streams.append(chunk.stream)
+            texts.append(normal)
+            offset += len(normal)
+        text = "".join(texts)
+        pieces: list[tuple[str, int]] = []
+
+        def emit(piece: str, stream: int) -> None:
+            if pieces and pieces[-1][1] == stream:
+                pieces[-1] = (pieces[-1][0] + piece, stream)
+            elif piece:
+                pieces.append((piece, stream))
+
+        def emit_range(a: int, b: int) -> None:
+            i = bisect.bisect_right(starts, a) - 1
+            while a < b:
+                end = min(b, starts[i + 1] if i + 1 < len(starts) else b)
+                emit(text[a:end], streams[i])
+                a, i = end, i + 1
+
+        start = self._first_kept(text)
+        pos = start
+        if start > 0:
+            skipped = text.count("\n", 0, start)
+            if self.line_chars or self.cut:
+                emit("\n", streams[0])
+            emit(
+                f"… {skipped:,} earlier lines not shown (the console keeps the last "
+                f"{MAX_LINES:,})\n",
+                NOTE,
+            )
+            self.line_chars, self.cut = 0, False
+        while pos < len(text):
+            newline = text.find("\n", pos)
+            end = newline if newline >= 0 else len(text)
+            if not self.cut:
+                room = MAX_LINE_CHARS - self.line_chars
+                taken = min(end - pos, room)
+                emit_range(pos, pos + taken)
+                self.line_chars += taken
+                if end - pos > room:
+                    self.cut = True
+                    emit(_cut_note(), NOTE)
+            if newline < 0:
+                break
+            emit_range(newline, newline + 1)
+            self.line_chars, self.cut = 0, False
+            pos = newline + 1
+        return pieces
+
+    @staticmethod
+    def _first_kept(text: str) -> int:
+        """Where the lines the console will keep begin: the last MAX_LINES lines, or fewer
+        when their shown (cut) length passes MAX_CHARS."""
+        pos, lines, shown = len(text), 0, 0
+        while True:
+            newline = text.rfind("\n", 0, pos)
+            shown += min(pos - newline - 1, MAX_LINE_CHARS) + 1
+            lines += 1
+            if newline < 0:
+                return 0
+            if lines > MAX_LINES or shown > MAX_CHARS:
+                return newline + 1
+            pos = newline
 
 
 class ConsoleView(QWidget):
@@ -35,7 +133,7 @@ class ConsoleView(QWidget):
         super().__init__(parent)
         self.text = QPlainTextEdit()
         self.text.setReadOnly(True)
-        self.text.setMaximumBlockCount(MAX_LINES)
+        self.text.setMaximumBlockCount(MAX_LINES + 2)  # and a note, and the line being written
         self.text.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
         self.text.setObjectName("console")
         self.search = QLineEdit()
@@ -67,10 +165,15 @@ class ConsoleView(QWidget):
         self._stderr = QTextCharFormat()
         self._stderr.setForeground(QColor(MARK_COLORS["error"]))
         self._stdout = QTextCharFormat()
+        self._note = QTextCharFormat()
+        self._note.setForeground(QColor("gray"))
+        self._note.setFontItalic(True)
+        self._tail = OutputTail()
 
     def set_profile(self, profile: Profile | None) -> None:
         self._profile = profile
         self._shown = 0
+        self._tail = OutputTail()
         self.text.clear()
         # A profile recorded with `memsight run > log` has no output to show: say why.
         self.text.setPlaceholderText((unrecorded_output(profile) or "") if profile else "")
@@ -84,14 +187,29 @@ class ConsoleView(QWidget):
         at_bottom = scrollbar.value() >= scrollbar.maximum() - 2
         cursor = QTextCursor(self.text.document())
         cursor.movePosition(QTextCursor.MoveOperation.End)
-        for chunk in profile.output[self._shown :]:
-            fmt = self._stderr if chunk.stream == protocol.STDERR else self._stdout
-            cursor.insertText(chunk.text.replace("\r\n", "\n"), fmt)
+        formats = {protocol.STDERR: self._stderr, NOTE: self._note}
+        for text, stream in self._tail.take(profile.output[self._shown :]):
+            cursor.insertText(text, formats.get(stream, self._stdout))
         self._shown = len(profile.output)
+        self._trim()
         if at_bottom:
             scrollbar.setValue(scrollbar.maximum())
         if self.search.text():
             self._highlight(self.search.text())
+
+    def _trim(self) -> None:
+        """Drop the oldest lines past MAX_CHARS (MAX_LINES is the widget's own block limit)."""
+        document = self.text.document()
+        excess = document.characterCount() - MAX_CHARS
+        if excess <= 0:
+            return
+        block, removed = document.begin(), 0
+        while block.isValid() and removed < excess and block != document.lastBlock():
+            removed += block.length()
+            block = block.next()
+        cursor = QTextCursor(document)
+        cursor.setPosition(block.position(), QTextCursor.MoveMode.KeepAnchor)
+        cursor.removeSelectedText()
 
     def find_text(self, backward: bool = False) -> bool:
         needle = self.search.text()
