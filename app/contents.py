@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.plaintext import tooltip
+from app.plaintext import shorten, tooltip
 from profiler.diagnosis.contents import (
     PARTIAL,
     Census,
@@ -94,7 +94,8 @@ def _row_cells(row: ContentsRow) -> list[QStandardItem]:
 
 
 def _holder_cell(row: ContentsRow, gone: bool = False) -> QStandardItem:
-    text = f"{row.holder} (gone)" if gone else row.holder
+    holder = shorten(row.holder)
+    text = f"{holder} (gone)" if gone else holder
     item = _cell(text, text.lower())
     if row.file and row.line:
         item.setData((row.file, row.line), LOCATION_ROLE)

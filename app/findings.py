@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.editor import EDITOR_KEY, open_location
-from app.plaintext import tooltip
+from app.plaintext import shorten, tooltip
 from profiler.codefiles import is_pseudo_file
 from profiler.diagnosis import Diagnosis, Finding, Location, diagnose, get_fix
 from profiler.diagnosis.finding import SEVERITY_COLORS, SEVERITY_LABELS, severity_counts
@@ -35,7 +35,7 @@ from profiler.units import format_bytes, format_duration
 
 
 def _e(text: object) -> str:
-    return html.escape(str(text))
+    return html.escape(shorten(str(text)))
 
 
 def resolve_path(file: str, cwd: str) -> str:
@@ -196,7 +196,8 @@ class FindingsPanel(QWidget):
         self.list.blockSignals(True)
         self.list.clear()
         for finding in diagnosis.findings:
-            item = QListWidgetItem(f"{SEVERITY_LABELS[finding.severity]}  ·  {finding.title}")
+            title = shorten(finding.title)
+            item = QListWidgetItem(f"{SEVERITY_LABELS[finding.severity]}  ·  {title}")
             item.setForeground(QColor(SEVERITY_COLORS[finding.severity]))
             item.setToolTip(tooltip(finding.evidence.text))
             self.list.addItem(item)

@@ -27,7 +27,7 @@ from app.console import ConsoleView
 from app.contents import ContentsPanel
 from app.controller import RunController
 from app.findings import BackgroundDiagnosis, FindingsPanel
-from app.plaintext import window_title
+from app.plaintext import shorten, window_title
 from app.runsetup import RunSetupPanel
 from app.settings import AppSettings, ScriptSetup
 from app.timeline import TimelineView
@@ -235,9 +235,17 @@ class MainWindow(QMainWindow):
         except ProfileError as exc:
             self.show_error("Cannot open profile", str(exc))
             return False
+        except MemoryError:
+            self.show_error("Cannot open profile", f"{path}: not enough memory to load it")
+            return False
         self.controller = None
-        self._show_profile(profile, Path(path))
-        self._prepare_rerun(profile)
+        try:
+            self._show_profile(profile, Path(path))
+            self._prepare_rerun(profile)
+        except Exception as exc:  # whatever a file holds, the app stays up
+            self._show_nothing()
+            self.show_error("Cannot show profile", f"{path}: {type(exc).__name__}: {exc}")
+            return False
         AppSettings.remember(self.settings.recent_profiles, str(Path(path).resolve()))
         self.settings.save(self.store)
         return True
@@ -251,10 +259,16 @@ class MainWindow(QMainWindow):
         if info.module or not info.script:
             return
         script = Path(info.cwd or ".", info.script)
-        if not script.is_file():
+        try:
+            if not script.is_file():
+                return
+        except (OSError, ValueError):  # a name too long for the system, or with a NUL
             return
         remembered = self.settings.setups.get(str(script.resolve()), ScriptSetup())
-        python = info.python if info.python and Path(info.python).is_file() else ""
+        try:
+            python = info.python if info.python and Path(info.python).is_file() else ""
+        except (OSError, ValueError):
+            python = ""
         self.setup_panel.set_script(
             str(script),
             ScriptSetup(
@@ -285,6 +299,19 @@ class MainWindow(QMainWindow):
         self.export_action.setEnabled(True)
         self._update_status()
         self.setWindowTitle(window_title(f"memsight — {profile.info.target or path.name}"))
+
+    def _show_nothing(self) -> None:
+        """Back to the empty window, as before any profile was shown."""
+        self.profile = None
+        self.profile_path = None
+        self.diagnosis.forget()
+        self.findings.clear()
+        self.timeline.set_profile(None)
+        self.console.set_profile(None)
+        self.contents.set_profile(None)
+        self.save_action.setEnabled(False)
+        self.export_action.setEnabled(False)
+        self.setWindowTitle("memsight")
 
     def _choose_script(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Open script", "", "Python scripts (*.py)")
@@ -359,7 +386,7 @@ class MainWindow(QMainWindow):
 
     def show_error(self, title: str, message: str) -> None:
         box = QMessageBox(
-            QMessageBox.Icon.Critical, title, message, QMessageBox.StandardButton.Ok, self
+            QMessageBox.Icon.Critical, title, shorten(message), QMessageBox.StandardButton.Ok, self
         )
         box.setTextFormat(Qt.TextFormat.PlainText)  # text from files and scripts is never markup
         box.open()

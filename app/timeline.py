@@ -37,6 +37,8 @@ from profiler.units import format_bytes, unit_for
 
 FOLLOW_WINDOW_S = 60.0
 MAX_SPANS_DRAWN = 1500
+MAX_EVENT_LINES = 50  # lines across the plots at errors and the exit; the rest are marks only
+MAX_EVENT_MARKS = 2000  # marks in the event lane (and the exit's): a hostile file may hold millions
 MAX_STEPS_DRAWN = 3000  # iteration ticks are drawn when this few are in view
 LEVEL_FACTOR = 4
 MIN_LEVEL_POINTS = 2048  # phase shading is drawn only when this few spans are in view
@@ -518,8 +520,10 @@ class TimelineView(QWidget):
         for plot, line in self._event_lines:
             plot.removeItem(line)
         self._event_lines = []
-        spots = []
+        spots: list[dict[str, Any]] = []
         for event in profile.events:
+            if len(spots) >= MAX_EVENT_MARKS and event.type != "exit":
+                continue
             if event.type == "exception":
                 oom = event.get("oom")
                 label = f"{'OOM' if oom else 'error'}: {str(event.get('exc_type', '')).rsplit('.', 1)[-1]}"
@@ -547,6 +551,8 @@ class TimelineView(QWidget):
         self.marks.setData(spots)
 
     def _add_event_line(self, t: float, label: str, color: str) -> None:
+        if len(self._event_lines) >= 2 * MAX_EVENT_LINES:  # two plots: a line on each
+            return
         for plot in (self.ram_plot, self.gpu_plot):
             line = pg.InfiniteLine(
                 pos=t,
