@@ -521,6 +521,8 @@ def cmd_report(argv: Sequence[str]) -> int:
     if options.json:
         findings = [finding_to_json(f) for f in diagnosis.findings]
         data = to_json(profile, findings)
+        # Rules that raised on this profile, by rule id: named here, never a traceback.
+        data["failed_rules"] = dict(diagnosis.failed)
         if contents is not None:
             data["contents"] = contents
         sys.stdout.write(json.dumps(data, indent=2) + "\n")

@@ -57,12 +57,22 @@ def diagnose(profile: Profile, config: DiagnosisConfig = DEFAULT_CONFIG) -> Diag
                 for finding in rule.check(profile, config)
             ]
         except Exception as exc:  # one broken rule must not hide the others' findings
-            log.exception("rule %s failed", rule.RULE_ID)
-            result.failed[rule.RULE_ID] = f"{type(exc).__name__}: {exc}"
+            # At debug level: logging's fallback handler would print the traceback to stderr,
+            # and every front end shows `failed` as one line instead.
+            log.debug("rule %s failed", rule.RULE_ID, exc_info=True)
+            result.failed[rule.RULE_ID] = _one_line(exc)
         else:
             result.findings.extend(found)
     result.findings.sort(key=lambda f: f.rank)
     return result
+
+
+def _one_line(exc: Exception) -> str:
+    """The exception as one short line: its type, and its message with whitespace collapsed."""
+    message = " ".join(str(exc).split())
+    if len(message) > 200:
+        message = message[:199] + "…"
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
 def finding_to_json(finding: Finding) -> dict[str, object]:
