@@ -89,6 +89,13 @@ class ProtocolError(ValueError):
     """A frame or payload that does not follow the format."""
 
 
+class InflateLimitError(ProtocolError):
+    """A compressed payload inflates past the limit it was given. `budget_refusal` is set by a
+    caller whose limit was a whole file's budget rather than one frame's."""
+
+    budget_refusal = ""
+
+
 def encode_frame(kind: int, payload: bytes, compress: bool = False) -> bytes:
     if compress:
         payload = zlib.compress(payload, 1)
@@ -109,8 +116,8 @@ def unpack_payload(kind: int, payload: bytes, limit: int = MAX_FILE_PAYLOAD) -> 
             plain = inflater.decompress(payload, limit)
         except zlib.error as exc:
             raise ProtocolError("compressed payload is corrupt: %s" % exc) from None
-        if inflater.unconsumed_tail:
-            raise ProtocolError("compressed payload inflates beyond %d bytes" % limit)
+        if inflater.unconsumed_tail or (not inflater.eof and len(plain) >= limit):
+            raise InflateLimitError("compressed payload inflates beyond %d bytes" % limit)
         if not inflater.eof:
             raise ProtocolError("compressed payload is truncated")
         return kind & ~COMPRESSED, plain

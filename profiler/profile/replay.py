@@ -38,6 +38,58 @@ _SPECIAL_EVENTS = frozenset(
 )
 
 
+# What the frames of one file may decode to (docs/profile-format.md#limits). Samples, events and
+# metadata together: DECODE_FLOOR, plus DECODE_RATIO times the bytes of the frames read so far,
+# never more than DECODE_CEILING. Real recordings decode to 1.5 to 11 times their size (13 times
+# for their most compressible frame); a run whose every sample is constant reaches about 230
+# times in its sample blocks, hence 256. The target's output, which can compress 1000 to 1, has
+# its own bound instead: the recorder keeps at most 32 MiB per stream (recorder/output.py), and
+# DECODE_OUTPUT_LIMIT allows twice that for both. Attachments are checked, never kept.
+DECODE_FLOOR = 64 << 20
+DECODE_RATIO = 256
+DECODE_CEILING = 4 << 30
+DECODE_OUTPUT_LIMIT = 128 << 20
+
+
+class DecodeBudget:
+    """What the frames of one file may still decode to, given the bytes of the frames read so far.
+
+    A compressed frame is inflated at most to what is left, so a compression bomb is refused
+    before its memory is allocated, however many frames it is split into.
+    """
+
+    def __init__(self) -> None:
+        self.stored = 0  # bytes of the non-attachment frames read so far
+        self.decoded = 0  # what they decoded to, output aside
+        self.output = 0  # the output they decoded to
+
+    @property
+    def allowed(self) -> int:
+        return min(DECODE_CEILING, DECODE_FLOOR + DECODE_RATIO * self.stored)
+
+    def left(self, kind: int) -> int:
+        if kind == protocol.OUTPUT:
+            return max(0, DECODE_OUTPUT_LIMIT - self.output)
+        return max(0, self.allowed - self.decoded)
+
+    def spend(self, kind: int, size: int) -> None:
+        if kind == protocol.OUTPUT:
+            self.output += size
+        else:
+            self.decoded += size
+
+    def refusal(self, kind: int) -> str:
+        if kind == protocol.OUTPUT:
+            return (
+                f"its output frames inflate past {DECODE_OUTPUT_LIMIT:,} bytes, more than a "
+                "recording holds (a compression bomb?); not loaded"
+            )
+        return (
+            f"its compressed frames inflate past {self.allowed:,} bytes, more than a recording "
+            f"of {self.stored:,} bytes holds (a compression bomb?); not loaded"
+        )
+
+
 class ProfileBuilder:
     """Applies frames, in stream order, to a Profile.
 
@@ -46,8 +98,10 @@ class ProfileBuilder:
     (a file) or one rejected frame (a live socket).
     """
 
-    def __init__(self, profile: Profile | None = None) -> None:
+    def __init__(self, profile: Profile | None = None, budget: DecodeBudget | None = None) -> None:
         self.profile = profile if profile is not None else Profile()
+        # Bounds what all the frames of a file decode to together (DecodeBudget above).
+        self.budget = budget
         self.schemas: dict[int, TableSchema] = {}
         self._pending: dict[int, list[tuple[int, bytes]]] = {}
         self._t0: int | None = self.profile.info.t0_ns
@@ -56,7 +110,7 @@ class ProfileBuilder:
     # -- frames -----------------------------------------------------------------------------
 
     def feed(self, kind: int, payload: bytes) -> None:
-        kind, payload = protocol.unpack_payload(kind, payload)
+        kind, payload = self._unpack(kind, payload)
         if kind == protocol.SAMPLES:
             self._queue_samples(payload)
         elif kind == protocol.EVENTS:
@@ -83,6 +137,31 @@ class ProfileBuilder:
             raise ProtocolError("a hello frame belongs to the socket handshake only")
         else:
             raise ProtocolError(f"unknown frame kind {kind}")
+
+    def _unpack(self, kind: int, payload: bytes) -> tuple[int, bytes]:
+        base = kind & ~protocol.COMPRESSED
+        budget = self.budget
+        if budget is None or base == protocol.ATTACHMENT:
+            return protocol.unpack_payload(kind, payload)
+        left = budget.left(base)
+        if not kind & protocol.COMPRESSED and len(payload) > left:
+            raise self._refused(budget, base)
+        try:
+            kind, payload = protocol.unpack_payload(
+                kind, payload, min(left, protocol.MAX_FILE_PAYLOAD)
+            )
+        except protocol.InflateLimitError:
+            if left < protocol.MAX_FILE_PAYLOAD:
+                raise self._refused(budget, base) from None
+            raise
+        budget.spend(base, len(payload))
+        return kind, payload
+
+    @staticmethod
+    def _refused(budget: DecodeBudget, kind: int) -> protocol.InflateLimitError:
+        refused = protocol.InflateLimitError(budget.refusal(kind))
+        refused.budget_refusal = budget.refusal(kind)
+        return refused
 
     def add_schema(self, schema: TableSchema) -> None:
         known = self.schemas.get(schema.id)

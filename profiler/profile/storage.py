@@ -23,7 +23,10 @@ from typing import Any, BinaryIO
 from profiler import protocol
 from profiler.profile import codec
 from profiler.profile.model import Profile
-from profiler.profile.replay import ProfileBuilder
+from profiler.profile.replay import (
+    DecodeBudget,
+    ProfileBuilder,
+)
 from profiler.protocol import ProtocolError, TableSchema
 
 MAGIC = b"MEMSIGHT"
@@ -33,6 +36,11 @@ FORMAT_VERSION = 2
 BASE_VERSION = 1
 FILE_HEADER = struct.Struct("<8sHHI")  # magic, format version, flags, reserved
 SUFFIX = ".memsight"
+
+# Limits on what a file can make the loader allocate (docs/profile-format.md#limits). A real
+# recording holds at most 2 GiB of CUDA snapshots (recorder/snapshots.py) and 32 MiB of output
+# per stream, plus samples of a few MiB an hour: a file past this size is refused unread.
+MAX_PROFILE_FILE_BYTES = 8 << 30
 
 
 class ProfileError(Exception):
@@ -92,26 +100,47 @@ class ProfileWriter:
 
 
 def load_profile(path: str | os.PathLike[str]) -> Profile:
-    """Read a profile file into a Profile, or raise ProfileError."""
+    """Read a profile file into a Profile, or raise ProfileError.
+
+    The file is mapped, not read whole: its size costs address space, not memory, and the
+    attachments in it (up to 2 GiB of CUDA snapshots) are checked and never copied at once.
+    """
     path = os.fspath(path)
     try:
-        mode = os.stat(path).st_mode
-        if stat.S_ISDIR(mode):
+        info = os.stat(path)
+        if stat.S_ISDIR(info.st_mode):
             raise ProfileError(path, "is a directory, not a profile file")
-        if not stat.S_ISREG(mode):
+        if not stat.S_ISREG(info.st_mode):
             # A FIFO would block the open and a device such as /dev/zero never ends.
             raise ProfileError(path, "is a pipe or a device, not a profile file")
+        if info.st_size > MAX_PROFILE_FILE_BYTES:
+            raise ProfileError(path, _too_large(info.st_size))
         with open(path, "rb") as f:
-            data = f.read()
+            if os.fstat(f.fileno()).st_size == 0:
+                profile = decode_profile(b"", path)
+            else:
+                with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                    profile = decode_profile(data, path)  # type: ignore[arg-type]
     except FileNotFoundError:
         raise ProfileError(path, "no such file") from None
     except IsADirectoryError:
         raise ProfileError(path, "is a directory, not a profile file") from None
-    except OSError as exc:
-        raise ProfileError(path, exc.strerror or str(exc)) from None
-    profile = decode_profile(data, path)
+    except MemoryError:
+        raise ProfileError(path, _OUT_OF_MEMORY) from None
+    except (OSError, ValueError) as exc:  # ValueError: mmap of a file that shrank to nothing
+        raise ProfileError(path, getattr(exc, "strerror", None) or str(exc)) from None
     profile.source = path
     return profile
+
+
+_OUT_OF_MEMORY = "not enough memory to load this profile"
+
+
+def _too_large(size: int) -> str:
+    return (
+        f"{size:,} bytes is too large for a memsight profile (the limit is "
+        f"{MAX_PROFILE_FILE_BYTES >> 30} GiB, far past any recording); not loaded"
+    )
 
 
 def _check_header(data: bytes, name: str) -> None:
@@ -144,7 +173,15 @@ class _FrameScan:
         self.cut_at: int | None = None
 
     def __iter__(self) -> Generator[tuple[int, bytes], None, None]:
-        data, view, end = self.data, memoryview(self.data), len(self.data)
+        view = memoryview(self.data)
+        try:
+            yield from self._frames(view)
+        finally:
+            # An error's traceback keeps this frame alive; a mapped file must still close.
+            view.release()
+
+    def _frames(self, view: memoryview) -> Generator[tuple[int, bytes], None, None]:
+        data, end = self.data, len(self.data)
         header, header_size, crc32 = protocol.HEADER, protocol.HEADER_SIZE, zlib.crc32
         while self.pos < end:
             pos = self.pos
@@ -152,7 +189,7 @@ class _FrameScan:
                 self.cut_at = pos
                 return
             length, kind, crc = header.unpack_from(data, pos)
-            if kind == 0 and not data[pos:].strip(b"\0"):
+            if kind == 0 and _all_zero(view, pos):
                 self.cut_at = pos  # zeros past the last write, as a power loss leaves
                 return
             if length > protocol.MAX_FILE_PAYLOAD:
@@ -169,7 +206,26 @@ class _FrameScan:
             self.index += 1
 
     def error(self, name: str, exc: BaseException) -> ProfileError:
-        return ProfileError(name, f"corrupted at byte {self.pos} (frame {self.index}): {exc}")
+        if isinstance(exc, MemoryError):
+            return ProfileError(name, _OUT_OF_MEMORY)
+        if isinstance(exc, protocol.InflateLimitError) and exc.budget_refusal:
+            return ProfileError(name, exc.budget_refusal)
+        # Some exceptions (a KeyError of an empty key) print as nothing: name their type.
+        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+        return ProfileError(name, f"corrupted at byte {self.pos} (frame {self.index}): {reason}")
+
+
+_ZERO_CHUNK = 1 << 20
+
+
+def _all_zero(view: memoryview, start: int) -> bool:
+    """Whether every byte from `start` on is zero, compared a chunk at a time (no copy of it all)."""
+    zeros = bytes(_ZERO_CHUNK)
+    for pos in range(start, len(view), _ZERO_CHUNK):
+        chunk = view[pos : pos + _ZERO_CHUNK]
+        if chunk != zeros[: len(chunk)]:
+            return False
+    return True
 
 
 # What a damaged frame can raise while being decoded, besides ProtocolError.
@@ -177,17 +233,27 @@ _DECODE_ERRORS = (ProtocolError, ValueError, TypeError, KeyError, OverflowError,
 
 
 def decode_profile(data: bytes, name: str = "<memory>") -> Profile:
+    """The Profile in a file's bytes (or a mapping of them), or ProfileError.
+
+    What the frames decode to is bounded by DecodeBudget, checked before each inflation.
+    """
     _check_header(data, name)
-    builder = ProfileBuilder()
+    budget = DecodeBudget()
+    builder = ProfileBuilder(budget=budget)
     profile = builder.profile
     scan = _FrameScan(data)
+    frames = iter(scan)
     feed = builder.feed
     try:
-        for kind, payload in scan:
+        for kind, payload in frames:
+            if kind & ~protocol.COMPRESSED != protocol.ATTACHMENT:
+                budget.stored += protocol.HEADER_SIZE + len(payload)
             feed(kind, payload)
         builder.flush()
     except _DECODE_ERRORS as exc:
         raise scan.error(name, exc) from None
+    finally:
+        frames.close()  # lets go of its view of `data`, which may be a mapping about to close
     if scan.cut_at is not None:
         profile.warnings.append(
             f"the file ends inside a frame at byte {scan.cut_at}: the recording was cut off; "
