@@ -90,6 +90,14 @@ class DecodeBudget:
         )
 
 
+# The recorder's own tables, which every summary reads: a file may add columns to them (the
+# format only grows) but never lack one, which no recording of any version does.
+_RECORDER_TABLES = {
+    schema.name: schema
+    for schema in (protocol.RAM_TABLE, protocol.CHILD_TABLE, protocol.NVML_TABLE)
+}
+
+
 class ProfileBuilder:
     """Applies frames, in stream order, to a Profile.
 
@@ -172,6 +180,12 @@ class ProfileBuilder:
         for other in self.schemas.values():
             if other.name == schema.name:
                 raise ProtocolError(f"table name {schema.name!r} declared twice")
+        required = _RECORDER_TABLES.get(schema.name)
+        if required is not None:
+            names = {name for name, _ in schema.columns}
+            missing = [name for name, _ in required.columns if name not in names]
+            if missing:
+                raise ProtocolError(f"table {schema.name!r} lacks its column {missing[0]!r}")
         self.schemas[schema.id] = schema
         self.profile.tables[schema.name] = SampleTable(schema.name, [c for c, _ in schema.columns])
 
