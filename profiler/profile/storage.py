@@ -14,11 +14,9 @@ import mmap
 import os
 import stat
 import struct
-import threading
 import zlib
 from collections.abc import Generator, Iterator
-from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from profiler import protocol
 from profiler.profile import codec
@@ -54,49 +52,6 @@ class ProfileError(Exception):
 
 def file_header(version: int = BASE_VERSION) -> bytes:
     return FILE_HEADER.pack(MAGIC, version, 0, 0)
-
-
-class ProfileWriter:
-    """Appends frames to a profile file from any thread; flush() pushes them to the OS."""
-
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
-        self._file: BinaryIO = open(self.path, "wb")  # noqa: SIM115 - closed by close()
-        self._lock = threading.Lock()
-        self._buffer = bytearray(file_header())
-        self.bytes_written = 0
-        self.flush()
-
-    def write(self, frame: bytes) -> None:
-        with self._lock:
-            self._buffer += frame
-
-    def mark_attachments(self) -> None:
-        """The file is about to hold ATTACHMENT frames: its header says format version 2."""
-        with self._lock:
-            if self._file.closed:
-                return
-            if len(self._buffer) >= FILE_HEADER.size and self.bytes_written == 0:
-                self._buffer[: FILE_HEADER.size] = file_header(FORMAT_VERSION)
-            else:
-                os.pwrite(self._file.fileno(), file_header(FORMAT_VERSION), 0)
-
-    def flush(self) -> None:
-        with self._lock:
-            if not self._buffer or self._file.closed:
-                return
-            data = bytes(self._buffer)
-            self._buffer.clear()
-            self._file.write(data)
-            self._file.flush()
-            self.bytes_written += len(data)
-
-    def close(self) -> None:
-        self.flush()
-        with self._lock:
-            if not self._file.closed:
-                os.fsync(self._file.fileno())
-                self._file.close()
 
 
 def load_profile(path: str | os.PathLike[str]) -> Profile:
@@ -377,3 +332,7 @@ def read_attachment(
         )
     if sha256 is not None and digest.hexdigest() != sha256:
         raise ProfileError(name, f"attachment {attachment_id} is damaged (checksum mismatch)")
+
+
+# Re-exported: the writer lives in its own module (it imports this one for the header).
+from profiler.profile.writer import ProfileWriter as ProfileWriter  # noqa: E402
