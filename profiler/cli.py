@@ -291,6 +291,14 @@ def _in_terminal_foreground() -> bool:
         os.close(fd)
 
 
+_TERMINAL_SIGNALS = (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP)
+# Passed on as they come; SIGINT, SIGTERM and SIGHUP are interrupts (see cmd_run).
+_FORWARDED_SIGNALS = (
+    signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM, signal.SIGVTALRM,
+    signal.SIGPROF, signal.SIGPWR, signal.SIGURG,
+)  # fmt: skip
+
+
 def cmd_run(argv: Sequence[str], end_like_target: bool = False) -> int:
     """Record one run. `end_like_target`: as the program itself (not called from code), die
     by the signal that killed the target instead of returning 128+N."""
@@ -320,12 +328,21 @@ def cmd_run(argv: Sequence[str], end_like_target: bool = False) -> int:
         interrupts += 1
         # The first one is passed on, unless it is a terminal's Ctrl+C, which reached a target
         # in our process group already.
-        already_there = (
-            signum == signal.SIGINT and not recording.own_session and _in_terminal_foreground()
-        )
-        if interrupts == 1 and not already_there:
+        if interrupts == 1 and not _reached_target(signum):
             recording.send_signal(signum)
         escalate()
+
+    def _reached_target(signum: int) -> bool:
+        # A terminal's Ctrl+C or Ctrl+\ (and its hangup) went to the whole foreground process
+        # group: a target in ours has it already, and must not get it twice.
+        return (
+            signum in _TERMINAL_SIGNALS and not recording.own_session and _in_terminal_foreground()
+        )
+
+    def on_forwarded(signum: int, _frame: FrameType | None) -> None:
+        # Every other catchable signal reaches the target as it would reach plain python.
+        if not _reached_target(signum):
+            recording.send_signal(signum)
 
     def on_interrupt_key() -> None:
         # Ctrl+C typed into the target's pseudo-terminal: the pty itself delivered SIGINT.
@@ -338,6 +355,8 @@ def cmd_run(argv: Sequence[str], end_like_target: bool = False) -> int:
         sig: signal.signal(sig, on_interrupt)
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     }
+    for sig in _FORWARDED_SIGNALS:
+        previous[sig] = signal.signal(sig, on_forwarded)
     previous[signal.SIGWINCH] = signal.signal(
         signal.SIGWINCH, lambda _s, _f: recording.sync_terminal_size()
     )

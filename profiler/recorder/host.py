@@ -14,11 +14,13 @@ share one GIL in-process), and lets the file be finished even if the app dies.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 from typing import BinaryIO
 
 from profiler.launch.spec import spec_from_json
+from profiler.recorder import lifetime
 from profiler.recorder.session import Recording
 
 START_FAILED = 3
@@ -60,6 +62,9 @@ def _control(recording: Recording, fd: int) -> None:
 
 
 def main() -> int:
+    # The app's recording process ends with the app, even one killed with its pipes held open
+    # by someone else: the kernel sends SIGTERM, which stops the target as the Stop button does.
+    lifetime.die_with_parent(signal.SIGTERM)
     stdout = sys.stdout.buffer
     request = b""
     while not request.endswith(b"\n"):
@@ -77,6 +82,10 @@ def main() -> int:
     threading.Thread(
         target=_control, args=(recording, 0), name="memsight-control", daemon=True
     ).start()
+    signal.signal(
+        signal.SIGTERM,
+        lambda _s, _f: threading.Thread(target=recording.stop, daemon=True).start(),
+    )
     recording.wait()
     return 0
 

@@ -30,8 +30,8 @@ from profiler.launch.command import build_launch
 from profiler.launch.spec import ExitStatus, RunSpec
 from profiler.profile.storage import ProfileError, ProfileWriter, compact_profile
 from profiler.protocol import CHILD_TABLE, NVML_TABLE, RAM_TABLE, TableSchema
+from profiler.recorder import lifetime, proctree
 from profiler.recorder import nvml as nvml_mod
-from profiler.recorder import proctree
 from profiler.recorder.blocks import TableBuffer
 from profiler.recorder.output import FileTail, OutputPump, StreamChannel, regular_file_tails
 from profiler.recorder.sampler import HostSampler, TreeWatcher
@@ -184,7 +184,10 @@ class Recording:
                 stdout=streams.child_fds[0],
                 stderr=streams.child_fds[1],
                 start_new_session=self.own_session,
-                preexec_fn=self.terminal.make_controlling if self.terminal is not None else None,
+                # The target dies with the recorder (docs/architecture.md#reliability).
+                preexec_fn=lifetime.child_preexec(
+                    self.terminal.make_controlling if self.terminal is not None else None
+                ),
                 close_fds=True,
             )
         except OSError:

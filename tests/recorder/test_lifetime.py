@@ -1,0 +1,89 @@
+"""The target's life is tied to its recorder's (issue 14, item 1).
+
+Real `memsight run` subprocesses: memsight is killed or signalled, and the target (a script
+that writes its pid and what it receives to files) must end with it, or receive the signal
+exactly once, as it would under plain python.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.processes import is_running, kill_quietly, killpg_quietly, wait_gone
+from tests.support import memsight_command, wait_until, write_script
+
+pytestmark = pytest.mark.slow
+
+# Writes its pid, then one line per signal it receives; handles SIGQUIT and SIGUSR1 so that
+# neither ends it.
+RECORD_SIGNALS = """\
+import os, signal, sys, time
+
+def note(signum, _frame):
+    with open(sys.argv[2], "a") as f:
+        f.write(signal.Signals(signum).name + "\\n")
+
+for sig in (signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
+    signal.signal(sig, note)
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write(str(os.getpid()))
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+end = time.monotonic() + 60
+while time.monotonic() < end:
+    time.sleep(0.02)
+"""
+
+
+@contextmanager
+def recorded(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int, Path]]:
+    """memsight run of RECORD_SIGNALS, in a session of its own: (memsight, target pid, log)."""
+    script = write_script(tmp_path, "target.py", RECORD_SIGNALS)
+    pid_file, log = tmp_path / "pid", tmp_path / "signals"
+    proc = subprocess.Popen(
+        memsight_command("run", "-q", "-o", tmp_path / "p.memsight", script, pid_file, log),
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    target = 0
+    try:
+        wait_until(pid_file.exists, 30, "the target to start")
+        target = int(pid_file.read_text())
+        yield proc, target, log
+    finally:
+        kill_quietly(target or None)
+        killpg_quietly(proc.pid)
+        proc.wait(timeout=10)
+
+
+def received(log: Path) -> list[str]:
+    return log.read_text().split() if log.exists() else []
+
+
+def test_target_dies_when_memsight_is_killed(tmp_path: Path) -> None:
+    with recorded(tmp_path) as (memsight, target, _log):
+        memsight.kill()
+        memsight.wait(timeout=10)
+        wait_gone([target], timeout=5)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2])
+def test_signals_sent_to_memsight_reach_the_target_once(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    with recorded(tmp_path) as (memsight, target, log):
+        memsight.send_signal(signum)
+        wait_until(lambda: received(log), 10, "the target to receive the signal")
+        assert memsight.poll() is None  # memsight went on recording
+        assert is_running(target)
+        memsight.send_signal(signal.SIGINT)  # and the run still ends normally
+        memsight.wait(timeout=15)
+        assert received(log) == [signum.name]
