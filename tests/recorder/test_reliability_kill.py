@@ -146,9 +146,7 @@ def test_sigkill_of_the_recorder_leaves_a_loadable_profile(tmp_path: Path) -> No
         killed_at = seconds_since_t0(profile, killed_ns)
         assert killed_at - MAX_LOSS_S <= ram.t[-1] <= killed_at + 0.1
 
-        # And the orphaned target, still running, is ours to clean up
-        assert is_running(target)
-        kill_quietly(target)
+        # And the target did not outlive its recorder (tests/recorder/test_lifetime.py)
         wait_gone([target])
 
 
