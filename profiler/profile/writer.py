@@ -2,14 +2,25 @@
 
 The file layout (a 16-byte header, then protocol frames) and its loaders live in
 profiler/profile/storage.py; see docs/profile-format.md.
+
+A write can fail (a full disk, a quota, an I/O error) while the target goes on running. The
+writer then cuts the file back to the end of its last complete frame, so that it loads up to
+that point, keeps the frames not yet written in memory (up to MAX_PENDING_BYTES) and tries
+them again at the next flush: if space comes back, the file holds the whole run. Past that
+bound it writes nothing more, and the file ends at the gap. It never raises into the
+recording; it says what happened through `warn`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
+
+# What the writer holds in memory while it cannot write (a few minutes of a busy run).
+MAX_PENDING_BYTES = 64 << 20
 
 
 def _header(version: int | None = None) -> bytes:
@@ -19,19 +30,48 @@ def _header(version: int | None = None) -> bytes:
     return storage.file_header(storage.BASE_VERSION if version is None else version)
 
 
-class ProfileWriter:
-    """Appends frames to a profile file from any thread; flush() pushes them to the OS."""
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+
+class ProfileWriter:
+    """Appends frames to a profile file from any thread; flush() pushes them to the OS.
+
+    `warn` gets one line when writing fails, when it resumes, and when frames are dropped.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        warn: Callable[[str], None] | None = None,
+        max_pending_bytes: int = MAX_PENDING_BYTES,
+    ) -> None:
         self.path = Path(path)
-        self._file: BinaryIO = open(self.path, "wb")  # noqa: SIM115 - closed by close()
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
+        self._closed = False
         self._lock = threading.Lock()
+        self._warn = warn or (lambda _line: None)
+        self._max_pending = max_pending_bytes
         self._buffer = bytearray(_header())
-        self.bytes_written = 0
+        self._header_version: int | None = None  # a header rewrite still to do
+        self.bytes_written = 0  # the end of the last complete frame in the file
+        self.failing = False  # the last write failed
+        self.dropped = False  # frames were given up: the file ends at the gap
         self.flush()
 
     def write(self, frame: bytes) -> None:
         with self._lock:
+            if self.dropped:
+                return
+            if len(self._buffer) + len(frame) > self._max_pending and self.failing:
+                # Frames after a gap could name tables the gap held: nothing more is written.
+                self.dropped = True
+                self._buffer.clear()
+                self._warn(
+                    f"{self.path}: gave up writing after {self._max_pending >> 20} MiB "
+                    "waiting for space; the profile ends where writing failed"
+                )
+                return
             self._buffer += frame
 
     def mark_attachments(self) -> None:
@@ -39,26 +79,58 @@ class ProfileWriter:
         from profiler.profile.storage import FILE_HEADER, FORMAT_VERSION
 
         with self._lock:
-            if self._file.closed:
+            if self._closed:
                 return
             if len(self._buffer) >= FILE_HEADER.size and self.bytes_written == 0:
                 self._buffer[: FILE_HEADER.size] = _header(FORMAT_VERSION)
             else:
-                os.pwrite(self._file.fileno(), _header(FORMAT_VERSION), 0)
+                self._header_version = FORMAT_VERSION
+                self._write_pending()
 
     def flush(self) -> None:
         with self._lock:
-            if not self._buffer or self._file.closed:
-                return
-            data = bytes(self._buffer)
-            self._buffer.clear()
-            self._file.write(data)
-            self._file.flush()
-            self.bytes_written += len(data)
+            self._write_pending()
+
+    def _write_pending(self) -> None:
+        if self._closed or (not self._buffer and self._header_version is None):
+            return
+        try:
+            if self._header_version is not None:
+                os.pwrite(self._fd, _header(self._header_version), 0)
+                self._header_version = None
+            view = memoryview(self._buffer)
+            done = 0
+            while done < len(view):
+                done += os.pwrite(self._fd, view[done:], self.bytes_written + done)
+            view.release()
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                # A frame cut in the middle would end the file at a checksum error.
+                os.ftruncate(self._fd, self.bytes_written)
+            if not self.failing:
+                self.failing = True
+                self._warn(
+                    f"{self.path}: cannot write the profile ({_reason(exc)}); the run goes on, "
+                    "recording is kept in memory and written when it can be"
+                )
+            return
+        self.bytes_written += len(self._buffer)
+        self._buffer.clear()
+        if self.failing:
+            self.failing = False
+            self._warn(f"{self.path}: writing the profile again; nothing was lost")
 
     def close(self) -> None:
-        self.flush()
         with self._lock:
-            if not self._file.closed:
-                os.fsync(self._file.fileno())
-                self._file.close()
+            self._write_pending()
+            if self._closed:
+                return
+            with contextlib.suppress(OSError):
+                os.fsync(self._fd)
+            if self.failing:
+                self._warn(
+                    f"{self.path}: {len(self._buffer):,} bytes of the recording could not be "
+                    "written; the profile ends where writing failed"
+                )
+            os.close(self._fd)
+            self._closed = True

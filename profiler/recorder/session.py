@@ -16,6 +16,7 @@ import signal
 import socket
 import stat
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -160,7 +161,7 @@ class Recording:
 
     def start(self) -> None:
         spec = self.spec
-        self.writer = ProfileWriter(self.out_path)
+        self.writer = ProfileWriter(self.out_path, warn=_warn_on_stderr)
         token = secrets.token_urlsafe(32)
         self.server = AgentServer(token, self)
         if spec.cuda_history > 0:
@@ -450,6 +451,13 @@ class Recording:
         # On failure the file as recorded stays: complete and valid, only larger and slower.
         with contextlib.suppress(ProfileError, OSError, MemoryError, ValueError):
             compact_profile(self.out_path)
+
+
+def _warn_on_stderr(line: str) -> None:
+    # Said even with -q: a profile that is not being written is news the user must get.
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(f"memsight: warning: {line}\n")
+        sys.stderr.flush()
 
 
 def _same_process(pid: int, start: int) -> bool:
