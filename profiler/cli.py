@@ -310,7 +310,7 @@ def cmd_run(argv: Sequence[str], end_like_target: bool = False) -> int:
         raise UsageError("a SCRIPT (or -m MODULE) to run is required")
     spec = build_spec(options, target, is_module, target_args)
     out = _out_path(spec, options.out)
-    recording = Recording(spec, out, stdio="terminal", new_session=False)
+    recording = Recording(spec, out, stdio="terminal", new_session=False, subreaper=True)
 
     interrupts = 0
 

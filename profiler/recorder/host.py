@@ -73,7 +73,9 @@ def main() -> int:
             break
         request += chunk
     spec, out_path = spec_from_json(request.decode())
-    recording = Recording(spec, out_path, stdio="capture", new_session=True, live=_FrameOut(stdout))
+    recording = Recording(
+        spec, out_path, stdio="capture", new_session=True, live=_FrameOut(stdout), subreaper=True
+    )
     try:
         recording.start()
     except OSError as exc:

@@ -8,6 +8,7 @@ thread, which lives as long as the recorder does.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import os
@@ -56,3 +57,36 @@ def child_preexec(then: Callable[[], None] | None = None) -> Callable[[], None]:
             then()
 
     return preexec
+
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    """Orphans among this process's descendants (double-forked daemons, `cmd &` from a shell)
+    are reparented to this process instead of init, so that they can be found and ended.
+    A subreaper must reap them: see reap_orphans(). False where not supported."""
+    prctl = _load_prctl()
+    return prctl is not None and prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+
+
+def reap_orphans(keep: set[int]) -> None:
+    """Collect the exit status of dead children of this process, except those in `keep`
+    (waited for by their own Popen), so that orphans reparented here do not stay zombies."""
+    me = str(os.getpid()).encode()
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return
+    for entry in entries:
+        if not entry.isdigit() or int(entry) in keep:
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 1 and fields[0] == b"Z" and fields[1] == me:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(int(entry), os.WNOHANG)

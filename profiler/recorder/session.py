@@ -41,6 +41,8 @@ from profiler.recorder.snapshots import SnapshotStore
 from profiler.recorder.terminal import Terminal, terminal_fds
 
 FLUSH_S = 0.2
+# How long the target's leftover processes get to exit on SIGTERM after it ended.
+ORPHAN_GRACE_S = 1.0
 LIVE_FLUSH_S = 0.05
 AGENT_LINGER_S = 1.0  # after the target exits, how long to wait for the agent's last frames
 OUTPUT_LINGER_S = 0.5  # ... and for output still in flight from grandchildren
@@ -68,8 +70,13 @@ class Recording:
         stdio: str = "terminal",
         new_session: bool = False,
         live: Callable[[bytes], None] | None = None,
+        subreaper: bool = False,
     ) -> None:
+        """`subreaper`: this process adopts the target's orphans and ends them with the run
+        (for a process that records one run: `memsight run`, the app's recording process)."""
         self.spec = spec
+        self.want_subreaper = subreaper
+        self.subreaper = False
         self.out_path = Path(out_path)
         self.stdio = stdio
         self.new_session = new_session
@@ -174,6 +181,8 @@ class Recording:
             snapshot_dir=self.snapshots.folder if self.snapshots is not None else None,
         )
         streams = self._open_streams()
+        if self.want_subreaper:
+            self.subreaper = lifetime.become_subreaper()
         t0 = time.monotonic_ns()
         start_time = datetime.now(timezone.utc).astimezone().isoformat(timespec="milliseconds")
         try:
@@ -323,6 +332,8 @@ class Recording:
     def _flush_loop(self) -> None:
         period = LIVE_FLUSH_S if self.live is not None else FLUSH_S
         while not self._stop_flush.wait(period):
+            if self.subreaper and self.process is not None:
+                lifetime.reap_orphans({self.process.pid})
             try:
                 self.flush()
             except Exception as exc:  # keep flushing: losing one block beats losing the rest
@@ -404,6 +415,28 @@ class Recording:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.process.pid, signal.SIGKILL)
 
+    def _end_orphans(self) -> None:
+        """The target exited: end what is left of its tree, its orphans now our children.
+
+        SIGTERM first, so daemons can clean up, then SIGKILL after ORPHAN_GRACE_S."""
+        if not self.subreaper:
+            return
+        me = os.getpid()
+        for signum, grace_s in ((signal.SIGTERM, ORPHAN_GRACE_S), (signal.SIGKILL, 2.0)):
+            left = proctree.descendants(me)
+            if not left:
+                return
+            for pid in left:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signum)
+            deadline = time.monotonic() + grace_s
+            while time.monotonic() < deadline:
+                lifetime.reap_orphans(set())
+                if not proctree.descendants(me):
+                    break
+                time.sleep(0.02)
+        lifetime.reap_orphans(set())
+
     def finish(self, returncode: int) -> None:
         if self._finished.is_set():
             return
@@ -437,6 +470,7 @@ class Recording:
         for thread in self._threads:
             thread.join(timeout=2.0)
         self.event("exit", t=exited, exit_code=self.status.exit_code, signal=self.status.signal)
+        self._end_orphans()
         for ident in self.tree.final_check():
             self.event(
                 "warning", message=f"child process {ident.pid} ({ident.name}) outlived the target"
