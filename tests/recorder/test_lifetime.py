@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import is_running, kill_quietly, killpg_quietly, wait_gone
+from tests.processes import PtyProcess, is_running, kill_quietly, killpg_quietly, wait_gone
 from tests.support import memsight_command, wait_until, write_script
 
 pytestmark = pytest.mark.slow
@@ -87,3 +87,27 @@ def test_signals_sent_to_memsight_reach_the_target_once(
         memsight.send_signal(signal.SIGINT)  # and the run still ends normally
         memsight.wait(timeout=15)
         assert received(log) == [signum.name]
+
+
+def test_ctrl_backslash_in_a_terminal_reaches_a_target_that_handles_it_once(
+    tmp_path: Path,
+) -> None:
+    script = write_script(tmp_path, "target.py", RECORD_SIGNALS)
+    pid_file, log = tmp_path / "pid", tmp_path / "signals"
+    term = PtyProcess(
+        memsight_command("run", "-q", "-o", tmp_path / "p.memsight", script, pid_file, log),
+        cwd=tmp_path,
+    )
+    target = 0
+    try:
+        wait_until(pid_file.exists, 30, "the target to start")
+        target = int(pid_file.read_text())
+        term.send(b"\x1c")  # Ctrl+\
+        wait_until(lambda: received(log), 10, "the target to receive SIGQUIT")
+        assert is_running(target)
+        term.send(b"\x03")  # Ctrl+C ends the run as usual
+        term.wait(timeout=15)
+        assert received(log) == ["SIGQUIT"]
+    finally:
+        kill_quietly(target or None)
+        term.close()
