@@ -43,6 +43,8 @@ from profiler.recorder.terminal import Terminal, terminal_fds
 FLUSH_S = 0.2
 # How long the target's leftover processes get to exit on SIGTERM after it ended.
 ORPHAN_GRACE_S = 1.0
+# How often orphans adopted during the run are reaped (else they stay zombies until the end).
+REAP_S = 1.0
 LIVE_FLUSH_S = 0.05
 AGENT_LINGER_S = 1.0  # after the target exits, how long to wait for the agent's last frames
 OUTPUT_LINGER_S = 0.5  # ... and for output still in flight from grandchildren
@@ -331,8 +333,11 @@ class Recording:
 
     def _flush_loop(self) -> None:
         period = LIVE_FLUSH_S if self.live is not None else FLUSH_S
+        next_reap = 0.0
         while not self._stop_flush.wait(period):
-            if self.subreaper and self.process is not None:
+            # A /proc scan (about 1 ms per 100 processes): once a second, not every flush.
+            if self.subreaper and self.process is not None and time.monotonic() >= next_reap:
+                next_reap = time.monotonic() + REAP_S
                 lifetime.reap_orphans({self.process.pid})
             try:
                 self.flush()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from profiler.launch.spec import RunSpec, spec_to_json
-from tests.processes import is_running, kill_quietly, wait_gone
+from tests.processes import is_running, kill_quietly, killpg_quietly, process_state, wait_gone
 from tests.support import ROOT, memsight_command, wait_until, write_script
 
 pytestmark = pytest.mark.slow
@@ -116,3 +116,36 @@ def test_the_apps_stop_leaves_no_daemon_or_background_job(tmp_path: Path) -> Non
             host.kill()
             for pid in pids:
                 kill_quietly(pid)
+
+
+def test_orphans_that_die_during_the_run_are_reaped_not_left_as_zombies(tmp_path: Path) -> None:
+    script = write_script(
+        tmp_path,
+        "short_daemon.py",
+        """\
+        import os, sys, time
+        if os.fork() == 0:
+            if os.fork() == 0:  # the orphan: adopted by memsight, then it exits
+                with open(sys.argv[1], "w") as f:
+                    f.write(str(os.getpid()))
+                os._exit(0)
+            os._exit(0)
+        time.sleep(60)
+        """,
+    )
+    pid_file = tmp_path / "orphan"
+    proc = subprocess.Popen(
+        memsight_command("run", "-q", "-o", tmp_path / "p.memsight", script, pid_file),
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        wait_until(lambda: pid_file.exists() and pid_file.read_text(), 30, "the orphan")
+        orphan = int(pid_file.read_text())
+        wait_until(lambda: process_state(orphan) is None, 10, "the orphan to be reaped")
+    finally:
+        killpg_quietly(proc.pid)
+        proc.wait(timeout=10)
