@@ -414,6 +414,7 @@ def _say(options: argparse.Namespace, message: str, recording: Recording | None 
             and recording.terminal is not None
             and recording.terminal.relays_input
         )
+        message = terminal_safe(message)
         sys.stderr.write(f"memsight: {message}\r\n" if raw else f"memsight: {message}\n")
         sys.stderr.flush()
 
@@ -422,7 +423,9 @@ def _report_saved(path: Path) -> None:
     try:
         profile = load_profile(path)
     except ProfileError as exc:
-        sys.stderr.write(f"memsight: the profile could not be read back: {exc}\n")
+        sys.stderr.write(
+            f"memsight: the profile could not be read back: {terminal_safe(str(exc))}\n"
+        )
         return
     s = summarize(profile)
     peak = f", peak RAM {format_bytes(s.ram.bytes)}" if s.ram else ""
@@ -436,10 +439,11 @@ def _report_saved(path: Path) -> None:
         if not findings
         else "found: " + ", ".join(f"{f.rule} ({f.severity})" for f in findings)
     )
+    shown = terminal_safe(str(path))
     sys.stderr.write(
-        f"memsight: saved {path} ({s.samples:,} samples over {format_duration(s.duration_s)}{peak})\n"
+        f"memsight: saved {shown} ({s.samples:,} samples over {format_duration(s.duration_s)}{peak})\n"
         f"memsight: {found}\n"
-        f"memsight: see it with `memsight report {path}` or `memsight {path}`\n"
+        f"memsight: see it with `memsight report {shown}` or `memsight {shown}`\n"
     )
 
 

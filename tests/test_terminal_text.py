@@ -14,6 +14,7 @@ from profiler.cli import main
 from profiler.profile.storage import ProfileWriter
 from profiler.recorder.blocks import TableBuffer
 from profiler.terminal_text import terminal_safe
+from tests.support import run_cli, write_script
 
 T0 = 5_000_000_000
 # What a hostile target can print or name: clear screen, an OSC window title ended by BEL, a
@@ -131,3 +132,16 @@ def test_a_usage_error_quoting_the_command_line_is_one_line(
     assert main(["report", str(profile), "--html", str(tmp_path / "no\ndir" / "r.html")]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no\\ndir" in err
+
+
+@pytest.mark.slow  # records a run
+def test_memsight_runs_own_lines_quote_the_profile_path_escaped(tmp_path: Path) -> None:
+    # The script's own output passes through as python shows it; memsight's lines that name
+    # the profile (a path the user or a wrapper chose) do not pass its control characters on.
+    write_script(tmp_path, "hello.py", "print('hi')\n")
+    out = tmp_path / "run\x1b[2J\u202e.memsight"
+    done = run_cli("run", "--out", out, "hello.py", cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout == "hi\n"
+    saved = [line for line in done.stderr.splitlines() if line.startswith("memsight: saved ")]
+    assert saved and "run\\x1b[2J\\u202e.memsight" in saved[0]
+    assert not CONTROL.search(done.stderr)

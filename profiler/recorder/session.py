@@ -39,6 +39,7 @@ from profiler.recorder.sampler import HostSampler, TreeWatcher
 from profiler.recorder.server import AgentServer
 from profiler.recorder.snapshots import SnapshotStore
 from profiler.recorder.terminal import Terminal, terminal_fds
+from profiler.terminal_text import terminal_safe
 
 FLUSH_S = 0.2
 # How long the target's leftover processes get to exit on SIGTERM after it ended.
@@ -495,7 +496,7 @@ class Recording:
 def _warn_on_stderr(line: str) -> None:
     # Said even with -q: a profile that is not being written is news the user must get.
     with contextlib.suppress(OSError, ValueError):
-        sys.stderr.write(f"memsight: warning: {line}\n")
+        sys.stderr.write(f"memsight: warning: {terminal_safe(line)}\n")
         sys.stderr.flush()
 
 
