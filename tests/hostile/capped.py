@@ -38,3 +38,14 @@ def capped_memsight(
     """`memsight ARGS` as the console script runs it, under the cap."""
     code = "import sys; from profiler.cli import main; sys.exit(main(sys.argv[1:]))"
     return capped_python(code, *(os.fspath(a) for a in args), cwd=cwd, timeout=timeout)
+
+
+def peak_rss_bytes() -> int:
+    """This process' own peak resident set (VmHWM). Not getrusage's ru_maxrss: a process
+    started by fork (or vfork) and exec inherits there the high-water mark of its parent's
+    address space, so a child of a large pytest process would report the parent's size."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")

@@ -10,7 +10,6 @@ with where it came from. The caller runs this under an address-space cap (capped
 from __future__ import annotations
 
 import json
-import resource
 import sys
 import time
 import traceback
@@ -22,6 +21,7 @@ from profiler.diagnosis.text import format_findings
 from profiler.profile.storage import ProfileError, load_profile
 from profiler.profile.summary import format_text, to_json
 from profiler.report.html import render_html
+from tests.hostile.capped import peak_rss_bytes
 
 
 def check(name: str, path: str, html: bool) -> dict[str, Any]:
@@ -56,8 +56,7 @@ def main(argv: list[str]) -> int:
     html_every = int(argv[argv.index("--html-every") + 1]) if "--html-every" in argv else 10
     files = json.loads(listing.read_text())
     results = [check(name, path, n % html_every == 0) for n, (name, path) in enumerate(files)]
-    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    out.write_text(json.dumps({"results": results, "peak_rss_bytes": peak_kib * 1024}))
+    out.write_text(json.dumps({"results": results, "peak_rss_bytes": peak_rss_bytes()}))
     return 0
 
 

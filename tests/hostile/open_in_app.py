@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from tests.hostile.capped import peak_rss_bytes
 
 
 def main(argv: list[str]) -> int:
@@ -59,8 +60,7 @@ def main(argv: list[str]) -> int:
         result["seconds"] = round(time.perf_counter() - started, 3)
         results.append(result)
     progress.unlink()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    out.write_text(json.dumps({"results": results, "peak_rss_bytes": peak}))
+    out.write_text(json.dumps({"results": results, "peak_rss_bytes": peak_rss_bytes()}))
     window.close()
     return 0
 
