@@ -119,3 +119,12 @@ def test_no_test_module_imports_another() -> None:
                 continue
             for module in modules:
                 assert not module.rpartition(".")[2].startswith("test_"), f"{path}: {module}"
+
+
+def test_the_standalone_build_ships_every_core_module_the_agent_imports() -> None:
+    # The frozen app ships the agent as plain source (packaging/memsight.spec): a core module
+    # it imports but the build leaves out breaks every profiled run of the standalone build.
+    spec = (ROOT / "packaging" / "memsight.spec").read_text()
+    for path in AGENT_SOURCES:
+        if path.parent == ROOT / "profiler":
+            assert f'ROOT / "profiler" / "{path.name}"' in spec, path.name
