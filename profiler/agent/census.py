@@ -735,6 +735,9 @@ class _Walker:
             main = None
         current = sys._current_frames()
         order = sorted(current, key=lambda ident: (ident != main, ident))
+        # memsight's own frames are left out of the chains, this one above all: a list held
+        # by this frame that held this frame would be a reference cycle keeping every frame
+        # on the stack alive, with their locals (the loop's tensors), until gc next ran.
         stacks: List[Tuple[Optional[str], List[types.FrameType]]] = []
         for ident in order:
             if ident in exclude_threads:
@@ -742,7 +745,8 @@ class _Walker:
             chain = []
             frame: Optional[types.FrameType] = current[ident]
             while frame is not None:
-                chain.append(frame)
+                if not frame.f_code.co_filename.startswith(_OWN_DIR):
+                    chain.append(frame)
                 frame = frame.f_back
             chain.reverse()  # outermost first: the loop's frame claims before a callee's
             stacks.append((names.get(ident), chain))
@@ -751,7 +755,8 @@ class _Walker:
         raised: List[types.FrameType] = []
         tb = self.traceback
         while tb is not None and len(raised) < 1000:
-            if id(tb.tb_frame) not in on_stacks:
+            code = tb.tb_frame.f_code
+            if id(tb.tb_frame) not in on_stacks and not code.co_filename.startswith(_OWN_DIR):
                 raised.append(tb.tb_frame)
             tb = tb.tb_next
         if raised:
@@ -762,7 +767,7 @@ class _Walker:
                 for frame in chain:
                     code = frame.f_code
                     file = code.co_filename
-                    if id(frame) in skip_frames or file.startswith(_OWN_DIR):
+                    if id(frame) in skip_frames:
                         continue
                     if is_library_file(file) is library:
                         self.frame_locals(frame, code, file, thread)

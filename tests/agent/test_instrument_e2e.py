@@ -358,3 +358,32 @@ def test_an_out_of_memory_error_gets_a_census_of_what_was_alive_then(tmp_path: P
     assert kept.line == 16  # the line that raised, in the frame the error left
     # One census per error, however often the error is seen (raised, then uncaught).
     assert sum(c.at_error for c in censuses(profile)) == 1
+
+
+FREED = """
+import gc
+import weakref
+import torch
+from torch import nn
+
+gc.disable()  # between two collections, as most of a real loop runs
+model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64)).eval()
+inputs = []
+with torch.no_grad():
+    for batch in range(40):
+        x = torch.randn(128, 64)
+        out = model(x)
+        inputs.append(weakref.ref(x))
+del x, out
+print(sum(ref() is not None for ref in inputs))
+"""
+
+
+def test_censuses_leave_every_tensor_of_the_loop_free_to_go(tmp_path: Path) -> None:
+    # A census runs in the loop's thread, between iterations; the frames it walks (and their
+    # locals) must be released when it returns, not left to the cyclic collector.
+    write_script(tmp_path, "freed.py", FREED)
+    traced = run_memsight(["--census", "every-3", "freed.py"], tmp_path)
+    assert traced.returncode == 0, traced.stderr
+    assert traced.stdout.split() == ["0"]
+    assert censuses(traced.profile())  # (the budget lets a short run have one or two)
