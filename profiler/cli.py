@@ -310,7 +310,13 @@ def cmd_run(argv: Sequence[str], end_like_target: bool = False) -> int:
         raise UsageError("a SCRIPT (or -m MODULE) to run is required")
     spec = build_spec(options, target, is_module, target_args)
     out = _out_path(spec, options.out)
-    recording = Recording(spec, out, stdio="terminal", new_session=False, subreaper=True)
+    # Outside a terminal's foreground no Ctrl+C comes, but a signal sent to our process group
+    # (`kill -INT -PGID`, a job runner stopping its job) would reach a target in the group
+    # directly and again through us: there the target gets a group of its own, and every
+    # signal comes to it once, passed on by memsight.
+    recording = Recording(
+        spec, out, stdio="terminal", new_group=not _in_terminal_foreground(), subreaper=True
+    )
 
     interrupts = 0
 
@@ -336,7 +342,9 @@ def cmd_run(argv: Sequence[str], end_like_target: bool = False) -> int:
         # A terminal's Ctrl+C or Ctrl+\ (and its hangup) went to the whole foreground process
         # group: a target in ours has it already, and must not get it twice.
         return (
-            signum in _TERMINAL_SIGNALS and not recording.own_session and _in_terminal_foreground()
+            signum in _TERMINAL_SIGNALS
+            and recording.shares_process_group
+            and _in_terminal_foreground()
         )
 
     def on_forwarded(signum: int, _frame: FrameType | None) -> None:

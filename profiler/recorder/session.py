@@ -62,8 +62,11 @@ class Recording:
     output is copied to the real terminal and recorded (recorder/terminal.py).
     "capture" (the app) records stdout and stderr through pipes; stdin is empty.
     new_session puts the target in its own session and process group (the GUI), so Stop
-    reaches the whole tree; the command line keeps it in the caller's process group unless
-    it needs a session for its pseudo-terminal (`own_session` tells which).
+    reaches the whole tree. new_group puts it in a process group of its own, in memsight's
+    session (the command line outside a terminal's foreground, where a signal sent to
+    memsight's group must reach the target once: through memsight, which passes it on).
+    The command line keeps the target in the caller's process group otherwise, unless it
+    needs a session for its pseudo-terminal (`shares_process_group` tells which).
     """
 
     def __init__(
@@ -72,6 +75,7 @@ class Recording:
         out_path: str | os.PathLike[str],
         stdio: str = "terminal",
         new_session: bool = False,
+        new_group: bool = False,
         live: Callable[[bytes], None] | None = None,
         subreaper: bool = False,
     ) -> None:
@@ -83,6 +87,7 @@ class Recording:
         self.out_path = Path(out_path)
         self.stdio = stdio
         self.new_session = new_session
+        self.new_group = new_group
         self.terminal: Terminal | None = None
         self._file_tails: list[FileTail] = []
         self.on_interrupt_key: Callable[[], None] | None = None  # the user typed Ctrl+C
@@ -198,9 +203,7 @@ class Recording:
                 stderr=streams.child_fds[1],
                 start_new_session=self.own_session,
                 # The target dies with the recorder (docs/architecture.md#reliability).
-                preexec_fn=lifetime.child_preexec(
-                    self.terminal.make_controlling if self.terminal is not None else None
-                ),
+                preexec_fn=lifetime.child_preexec(self._child_setup()),
                 close_fds=True,
             )
         except OSError:
@@ -278,6 +281,20 @@ class Recording:
     def own_session(self) -> bool:
         """Whether the target leads a session of its own (not in memsight's process group)."""
         return self.new_session or self.terminal is not None
+
+    @property
+    def shares_process_group(self) -> bool:
+        """Whether the target is in memsight's process group, so that a signal sent to the
+        group (a terminal's Ctrl+C) reaches it without memsight passing it on."""
+        return not (self.own_session or self.new_group)
+
+    def _child_setup(self) -> Callable[[], None] | None:
+        """What the child runs before exec, after it was tied to this process' life."""
+        if self.terminal is not None:
+            return self.terminal.make_controlling
+        if self.new_group and not self.own_session:
+            return _lead_a_process_group
+        return None
 
     def _open_streams(self) -> _Streams:
         if self.stdio == "capture":
@@ -417,7 +434,7 @@ class Recording:
             if _same_process(pid, start):  # else that pid now belongs to someone else
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
-        if self.own_session:
+        if not self.shares_process_group:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.process.pid, signal.SIGKILL)
 
@@ -526,3 +543,7 @@ class _Streams:
             channel.child_started()
             with contextlib.suppress(OSError):
                 os.close(channel.read_fd)
+
+
+def _lead_a_process_group() -> None:
+    os.setpgid(0, 0)

@@ -7,8 +7,10 @@ exactly once, as it would under plain python.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -111,3 +113,64 @@ def test_ctrl_backslash_in_a_terminal_reaches_a_target_that_handles_it_once(
     finally:
         kill_quietly(target or None)
         term.close()
+
+
+# Notes every signal in argv[3] (comma-separated names) and SIGTERM, which also ends it. Python
+# runs pending handlers in signal-number order, so a second copy of a signal that arrived
+# before the SIGTERM is noted before it.
+NOTE_SIGNALS_UNTIL_TERM = """\
+import os, signal, sys, time
+
+def note(signum, _frame):
+    with open(sys.argv[2], "a") as f:
+        f.write(signal.Signals(signum).name + "\\n")
+    if signum == signal.SIGTERM:
+        sys.exit(0)
+
+for name in sys.argv[3].split(",") + ["SIGTERM"]:
+    signal.signal(signal.Signals[name], note)
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write(str(os.getpid()))
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+end = time.monotonic() + 60
+while time.monotonic() < end:
+    time.sleep(0.02)
+"""
+
+
+@pytest.mark.parametrize(
+    "signum", [signal.SIGINT, signal.SIGHUP, signal.SIGUSR1], ids=lambda s: s.name
+)
+@pytest.mark.parametrize("under", ["python", "memsight"])
+def test_a_signal_sent_to_the_process_group_outside_a_terminal_reaches_the_target_once(
+    tmp_path: Path, signum: signal.Signals, under: str
+) -> None:
+    # As a job runner or `kill -INT -PGID` sends it: to every process of the group, memsight
+    # included, in a session with no terminal. Under plain python the target gets it once.
+    script = write_script(tmp_path, "target.py", NOTE_SIGNALS_UNTIL_TERM)
+    pid_file, log = tmp_path / "pid", tmp_path / "signals"
+    args = [script, pid_file, log, signum.name]
+    command = memsight_command("run", "-q", "-o", tmp_path / "p.memsight", *args)
+    proc = subprocess.Popen(
+        command if under == "memsight" else [sys.executable, *map(str, args)],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    target = 0
+    try:
+        wait_until(pid_file.exists, 30, "the target to start")
+        target = int(pid_file.read_text())
+        os.killpg(proc.pid, signum)
+        wait_until(lambda: received(log), 10, "the target to receive the signal")
+        # A copy passed on late by memsight would come before the SIGTERM that ends the run.
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+        notes = received(log)
+        assert notes[: notes.index("SIGTERM")] == [signum.name]
+    finally:
+        kill_quietly(target or None)
+        killpg_quietly(proc.pid)
+        proc.wait(timeout=10)
