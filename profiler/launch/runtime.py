@@ -8,6 +8,7 @@ profiler/agent and the two modules it imports where this package's own files wou
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 
@@ -27,7 +28,9 @@ def default_python() -> str:
 
 
 def recorder_host_command() -> list[str]:
-    """The command that starts a recording process (profiler.recorder.host)."""
+    """The command that starts a recording process (profiler.recorder.host) for this process,
+    whose pid it is given: it ends with this process, even one that dies before it started."""
+    parent = str(os.getpid())
     if FROZEN:
-        return [sys.executable, RECORDER_HOST_FLAG]
-    return [sys.executable, "-m", "profiler.recorder.host"]
+        return [sys.executable, RECORDER_HOST_FLAG, parent]
+    return [sys.executable, "-m", "profiler.recorder.host", parent]

@@ -1,6 +1,9 @@
 """Run one recording in a process of its own, for the desktop app.
 
-    python -m profiler.recorder.host
+    python -m profiler.recorder.host [APP_PID]
+
+APP_PID: the app's pid. The recording process ends with the app (SIGTERM, which stops the
+target as the Stop button does), also when the app died before this process got going.
 
 stdin: one JSON line with the run request, then control lines: "stop" ends the target's
 whole tree gracefully, "kill" at once. End of input (the app went away) counts as "stop".
@@ -19,6 +22,7 @@ import sys
 import threading
 from typing import BinaryIO
 
+from profiler.launch.runtime import RECORDER_HOST_FLAG
 from profiler.launch.spec import spec_from_json
 from profiler.recorder import lifetime
 from profiler.recorder.session import Recording
@@ -61,10 +65,14 @@ def _control(recording: Recording, fd: int) -> None:
         recording.stop()  # end of input: the app is gone
 
 
-def main() -> int:
+def main(args: list[str] | None = None) -> int:
+    args = sys.argv[1:] if args is None else args
+    if args[:1] == [RECORDER_HOST_FLAG]:  # the standalone build's way to start this
+        args = args[1:]
+    app_pid = int(args[0]) if args and args[0].isdigit() else None
     # The app's recording process ends with the app, even one killed with its pipes held open
     # by someone else: the kernel sends SIGTERM, which stops the target as the Stop button does.
-    lifetime.die_with_parent(signal.SIGTERM)
+    lifetime.die_with_parent(signal.SIGTERM, app_pid)
     stdout = sys.stdout.buffer
     request = b""
     while not request.endswith(b"\n"):

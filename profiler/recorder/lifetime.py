@@ -41,9 +41,13 @@ def _die_with(prctl: Any, parent_pid: int, signum: int) -> None:
         os.kill(os.getpid(), signum)
 
 
-def die_with_parent(signum: int = signal.SIGKILL) -> None:
-    """Have the kernel send `signum` to this process when its parent dies."""
-    _die_with(_load_prctl(), os.getppid(), signum)
+def die_with_parent(signum: int = signal.SIGKILL, parent_pid: int | None = None) -> None:
+    """Have the kernel send `signum` to this process when its parent dies.
+
+    parent_pid: the pid the parent had when it started this process (it says so in this
+    process's arguments). Given, a parent that died before this call is caught too: this
+    process then has another parent already, and `signum` comes at once."""
+    _die_with(_load_prctl(), os.getppid() if parent_pid is None else parent_pid, signum)
 
 
 def child_preexec(then: Callable[[], None] | None = None) -> Callable[[], None]:

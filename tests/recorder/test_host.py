@@ -10,6 +10,7 @@ from pathlib import Path
 from profiler.launch.spec import RunSpec, spec_to_json
 from profiler.profile.live import LiveProfile
 from profiler.profile.storage import load_profile
+from tests.processes import kill_quietly, wait_gone
 from tests.support import ROOT, write_script
 
 
@@ -76,3 +77,53 @@ def test_a_target_that_cannot_start_is_reported_on_stderr(tmp_path: Path) -> Non
     assert host.returncode == 3
     assert host.stderr.decode().startswith("cannot start")
     assert not (tmp_path / "x.memsight").exists()
+
+
+# An app that starts a recording process and dies at once, before that process has taken a
+# step, its end of the control pipe held open by a child of its own (as a child that inherited
+# the descriptor would hold it): no end of input tells the recording process the app is gone.
+APP_DYING_AT_ONCE = """\
+import os, subprocess, sys
+from profiler.launch.runtime import recorder_host_command
+from profiler.launch.spec import RunSpec, spec_to_json
+
+script, out = sys.argv[1], sys.argv[2]
+spec = RunSpec(target=script, cwd=os.path.dirname(script))
+control, request = os.pipe()
+host = subprocess.Popen(recorder_host_command(), stdin=control, stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL)
+os.write(request, spec_to_json(spec, out).encode() + b"\\n")
+holder = subprocess.Popen(["sleep", "300"], pass_fds=(request,), stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+print(host.pid, holder.pid, flush=True)
+os._exit(0)
+"""
+
+
+def test_the_recording_process_of_an_app_that_died_before_it_started_ends_too(
+    tmp_path: Path,
+) -> None:
+    target = write_script(
+        tmp_path,
+        "long.py",
+        "import os, sys, time\nopen(sys.argv[0] + '.pid', 'w').write(str(os.getpid()))\n"
+        "time.sleep(600)\n",
+    )
+    app = write_script(tmp_path, "app.py", APP_DYING_AT_ONCE)
+    started = subprocess.run(
+        [sys.executable, str(app), str(target), str(tmp_path / "long.memsight")],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=60,
+    )
+    host, holder = map(int, started.stdout.split())
+    pid_file = Path(str(target) + ".pid")
+    try:
+        wait_gone([host], timeout=30)
+        if pid_file.exists():  # the target had started: it ended with the recording
+            wait_gone([int(pid_file.read_text())], timeout=10)
+    finally:
+        kill_quietly(host)
+        kill_quietly(holder)
+        if pid_file.exists():
+            kill_quietly(int(pid_file.read_text()))
