@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, NoReturn, Optional, Tuple
 
 from .. import protocol
 from ..protocol import AGENT_TABLES, GPU_TABLE, HEAP_TABLE, encode_json_frame
@@ -29,6 +29,7 @@ EVENTS_PER_FRAME = 500  # keeps every frame far below the recorder's size limit
 RECENT_EXCEPTIONS = 256  # exceptions remembered by id, so one error is reported once
 MONITORING_TOOL_IDS = (2, 3, 4)  # sys.monitoring.PROFILER_ID, then ids no tool claims
 IDLE_POLL_S = 0.05  # how often to look for torch / CUDA before CUDA is in use
+DIST_POLL_S = 0.5  # how often to look for torch.distributed's default process group
 
 
 def start_agent(config: Dict[str, Any]) -> "Agent":
@@ -80,14 +81,17 @@ class Agent(Outbox):
         self._torch: Any = None
         self._cuda: Any = None  # CudaSampler once the script initialised CUDA
         self._heap: Any = None  # heap.HeapReader once torch is imported, where there is one
+        self._dist_known = False  # torch.distributed's rank was reported (dist_init)
+        self._dist_next = 0.0
         # The allocator's history, snapshots and block list (agent/snapshots.py).
         self.snapshots = CudaSnapshots(self, max(cuda_history, 0), snapshot_dir)
         self._sock = socket.create_connection((host, port), timeout=10)
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        hello = {
+        hello: Dict[str, Any] = {
             "python_version": "%d.%d.%d" % sys.version_info[:3],
             "executable": sys.executable,
         }
+        hello.update(_rank_environment(os.environ))
         schemas = b"".join(schema.frame() for schema in AGENT_TABLES)
         self._sock.sendall(protocol.hello_frame(token, self.pid, hello) + schemas)
         self._thread = threading.Thread(target=self._loop, name="memsight-agent", daemon=True)
@@ -110,6 +114,20 @@ class Agent(Outbox):
 
         # Registered before any of the script's handlers, so it runs after all of them.
         atexit.register(self._at_exit)
+        self._send_before_os_exit()
+
+    def _send_before_os_exit(self) -> None:
+        """os._exit() skips atexit: what the agent holds is sent first (DDP scripts end with
+        it to skip a finalization that hangs). The exit itself is the program's, unchanged."""
+        os_exit = os._exit
+
+        def _exit(status: int) -> NoReturn:
+            with contextlib.suppress(Exception):
+                self.close()
+            os_exit(status)
+
+        _exit.__doc__ = os_exit.__doc__
+        os._exit = _exit
 
     def _at_exit(self) -> None:
         """The interpreter is ending: report an uncaught exception, then send everything.
@@ -297,6 +315,8 @@ class Agent(Outbox):
                 self._find_torch()
             if self._torch is not None and self._cuda is None:
                 self._find_cuda()
+            if self._torch is not None and not self._dist_known:
+                self._find_process_group()
             if self._cuda is not None:
                 rows = self._cuda.sample(time.monotonic_ns())
                 with self._lock:
@@ -340,6 +360,25 @@ class Agent(Outbox):
             version=str(getattr(torch, "__version__", "")),
             cuda=getattr(version, "cuda", None),
             hooks=self.hooks,
+        )
+
+    def _find_process_group(self) -> None:
+        """torch.distributed's default group, once the script made it (init_process_group):
+        this process' rank and the world's size, for a job launched without torchrun's
+        environment (mp.spawn). Looked for at most every DIST_POLL_S."""
+        now = time.monotonic()
+        if now < self._dist_next:
+            return
+        self._dist_next = now + DIST_POLL_S
+        dist = sys.modules.get("torch.distributed")
+        if dist is None or not dist.is_available() or not dist.is_initialized():
+            return
+        self._dist_known = True
+        self.event(
+            "dist_init",
+            rank=int(dist.get_rank()),
+            world_size=int(dist.get_world_size()),
+            backend=str(dist.get_backend()),
         )
 
     def _find_cuda(self) -> None:
@@ -387,6 +426,24 @@ class Agent(Outbox):
         self._lock = threading.Lock()
         with contextlib.suppress(OSError):
             self._sock.close()
+
+
+# torch.distributed's launchers (torchrun, accelerate, Lightning) say who a process is here.
+_RANK_VARIABLES = (
+    ("rank", "RANK"),
+    ("local_rank", "LOCAL_RANK"),
+    ("world_size", "WORLD_SIZE"),
+    ("group_rank", "GROUP_RANK"),
+)
+
+
+def _rank_environment(environ: Any) -> Dict[str, int]:
+    found = {}
+    for key, name in _RANK_VARIABLES:
+        value = environ.get(name, "")
+        if value.isdigit() and len(value) < 10:
+            found[key] = int(value)
+    return found
 
 
 def _plain(value: Any) -> Any:

@@ -23,7 +23,12 @@ def start() -> Optional[Any]:
         return None
     from .client import start_agent
 
-    return start_agent(config)
+    agent = start_agent(config)
+    if config.get("children", True):
+        from .children import ChildEnvironment, install
+
+        install(ChildEnvironment(config))
+    return agent
 
 
 def take_config(environ: Any) -> Optional[Dict[str, Any]]:

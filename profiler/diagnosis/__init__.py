@@ -17,6 +17,7 @@ from profiler.diagnosis.finding import Evidence, Finding, Location
 from profiler.diagnosis.fixes import Fix, RunContext, choose_fixes, get_fix, get_fixes, run_context
 from profiler.diagnosis.rules import ALL_RULES
 from profiler.profile.model import Profile
+from profiler.profile.processes import ProcessInfo, job_processes
 
 __all__ = [
     "DEFAULT_CONFIG",
@@ -48,23 +49,34 @@ class Diagnosis:
 
 
 def diagnose(profile: Profile, config: DiagnosisConfig = DEFAULT_CONFIG) -> Diagnosis:
+    """Every rule on every process of the run: the target, and in a job (torchrun ranks,
+    spawned processes; profile/processes.py) each other process on its own, its findings
+    marked with it (Finding.process)."""
     result = Diagnosis()
+    views = job_processes(profile)
+    for view in views:
+        _diagnose_process(view, config, result, view.process if len(views) > 1 else None)
+    result.findings.sort(key=lambda f: f.rank)
+    return result
+
+
+def _diagnose_process(
+    profile: Profile, config: DiagnosisConfig, result: Diagnosis, process: ProcessInfo | None
+) -> None:
     context = run_context(profile)
     for rule in ALL_RULES:
         try:
             found = [
-                replace(finding, fixes=choose_fixes(finding.fixes, context))
+                replace(finding, fixes=choose_fixes(finding.fixes, context), process=process)
                 for finding in rule.check(profile, config)
             ]
         except Exception as exc:  # one broken rule must not hide the others' findings
             # At debug level: logging's fallback handler would print the traceback to stderr,
             # and every front end shows `failed` as one line instead.
             log.debug("rule %s failed", rule.RULE_ID, exc_info=True)
-            result.failed[rule.RULE_ID] = _one_line(exc)
+            result.failed.setdefault(rule.RULE_ID, _one_line(exc))
         else:
             result.findings.extend(found)
-    result.findings.sort(key=lambda f: f.rank)
-    return result
 
 
 def _one_line(exc: Exception) -> str:
@@ -84,4 +96,10 @@ def finding_to_json(finding: Finding) -> dict[str, object]:
         "evidence": finding.evidence.to_json(),
         "fixes": [fix.to_json() for fix in get_fixes(finding.fixes)],
         "where": [location.to_json() for location in finding.where],
+        "process": process_to_json(finding.process) if finding.process is not None else None,
     }
+
+
+def process_to_json(process: ProcessInfo) -> dict[str, object]:
+    """Which process of a job a finding is about: its number in the profile, pid and rank."""
+    return {"proc": process.proc, "pid": process.pid, "rank": process.rank}

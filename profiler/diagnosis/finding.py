@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from profiler.profile.processes import ProcessInfo
 from profiler.units import format_bytes, format_duration
 
 Severity = Literal["critical", "warning", "info"]
@@ -99,6 +100,9 @@ class Finding:
     # Where in the user's code to look, most important first; empty when nothing there can be
     # named (the memory is held by a library, or the run left no trace of it).
     where: tuple[Location, ...] = ()
+    # The process of a job it is about (a torchrun rank, profile/processes.py); None in a
+    # run of one process, and for findings about the job as a whole.
+    process: ProcessInfo | None = None
 
     @property
     def rank(self) -> tuple[int, float]:

@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from profiler.profile.columns import ColumnStore
+from profiler.profile.processes import ProcessInfo
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -63,7 +64,10 @@ class SampleTable:
 
     def where(self, column: str, value: int) -> SampleTable:
         """A new table with the rows whose `column` equals `value` (e.g. one device, one pid)."""
-        mask = self[column] == value
+        return self.rows(self[column] == value)
+
+    def rows(self, mask: np.ndarray) -> SampleTable:
+        """A new table with the rows where the boolean `mask` is true."""
         sub = SampleTable(self.name, self.column_names)
         sub.append({c: self[c][mask] for c in self.column_names})
         return sub
@@ -163,6 +167,11 @@ class Profile:
     )  # ids used in table rows (modules, optimizers)
     complete: bool = False  # the recorder closed the file normally
     source: str | None = None  # file the profile was loaded from or is being written to
+    # Which process of the job this is (profile/processes.py): the target is process 0.
+    process: ProcessInfo = field(default_factory=lambda: ProcessInfo(0))
+    # The job's other processes that ran the agent (ranks, spawned workers), by number: each
+    # a Profile of its own on the same clock. Empty for a single-process run.
+    subprocesses: dict[int, Profile] = field(default_factory=dict)
 
     def table(self, name: str) -> SampleTable | None:
         return self.tables.get(name)
@@ -228,7 +237,13 @@ class Profile:
             names=dict(self.names),
             complete=self.complete,
             source=self.source,
+            process=copy.copy(self.process),
+            subprocesses={k: sub.snapshot() for k, sub in self.subprocesses.items()},
         )
+
+    def shallow_copy(self) -> Profile:
+        """A new Profile sharing this one's tables, events and the rest (to swap a field)."""
+        return copy.copy(self)
 
     def events_of(self, *types: str) -> Iterator[Event]:
         wanted = set(types)

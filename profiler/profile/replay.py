@@ -9,6 +9,8 @@ from __future__ import annotations
 import codecs
 from typing import Any
 
+import numpy as np
+
 from profiler import protocol
 from profiler.profile import codec
 from profiler.profile.model import (
@@ -18,7 +20,14 @@ from profiler.profile.model import (
     Event,
     OutputChunk,
     Profile,
+    RunInfo,
     SampleTable,
+)
+from profiler.profile.processes import (
+    MAX_PROCESSES,
+    PROC_COLUMN,
+    ProcessInfo,
+    shared_table_base,
 )
 from profiler.protocol import ProtocolError, TableSchema
 
@@ -34,6 +43,9 @@ _SPECIAL_EVENTS = frozenset(
         "recording_end",
         "warning",
         "name",
+        "process",
+        "dist_init",
+        "child_role",
     }
 )
 
@@ -111,6 +123,7 @@ class ProfileBuilder:
         # Bounds what all the frames of a file decode to together (DecodeBudget above).
         self.budget = budget
         self.schemas: dict[int, TableSchema] = {}
+        self._shared: dict[int, str] = {}  # table id -> kind, for the procs_ tables
         self._pending: dict[int, list[tuple[int, bytes]]] = {}
         self._t0: int | None = self.profile.info.t0_ns
         self._decoders: dict[int, codecs.IncrementalDecoder] = {}
@@ -180,14 +193,19 @@ class ProfileBuilder:
         for other in self.schemas.values():
             if other.name == schema.name:
                 raise ProtocolError(f"table name {schema.name!r} declared twice")
-        required = _RECORDER_TABLES.get(schema.name)
+        columns = [c for c, _ in schema.columns]
+        base = shared_table_base(schema.name, columns)
+        required = _RECORDER_TABLES.get(base or schema.name)  # procs_ram too
         if required is not None:
             names = {name for name, _ in schema.columns}
             missing = [name for name, _ in required.columns if name not in names]
             if missing:
                 raise ProtocolError(f"table {schema.name!r} lacks its column {missing[0]!r}")
         self.schemas[schema.id] = schema
-        self.profile.tables[schema.name] = SampleTable(schema.name, [c for c, _ in schema.columns])
+        if base is not None:  # rows of processes k >= 1, split among them in flush()
+            self._shared[schema.id] = base
+        else:
+            self.profile.tables[schema.name] = SampleTable(schema.name, columns)
 
     def _queue_samples(self, payload: bytes) -> None:
         table_id, encoding, data = protocol.split_samples(payload)
@@ -213,7 +231,24 @@ class ProfileBuilder:
                 name: (matrix[:, i] - self._t0) / 1e9 if name in TIME_COLUMNS else matrix[:, i]
                 for i, (name, _) in enumerate(schema.columns)
             }
-            self.profile.tables[schema.name].append(columns)
+            base = self._shared.get(table_id)
+            if base is None:
+                self.profile.tables[schema.name].append(columns)
+            else:
+                self._split(base, columns)
+
+    def _split(self, base: str, columns: dict[str, Any]) -> None:
+        """Rows of a procs_ table, each to its process' table `base`."""
+        procs = columns.pop(PROC_COLUMN)
+        for proc in np.unique(procs).tolist():
+            if not 1 <= proc <= MAX_PROCESSES:
+                raise ProtocolError(f"rows of process {proc}")
+            mine = procs == proc
+            tables = self._process(proc).tables
+            table = tables.get(base)
+            if table is None:
+                table = tables[base] = SampleTable(base, list(columns))
+            table.append({name: values[mine] for name, values in columns.items()})
 
     # -- metadata and events ----------------------------------------------------------------
 
@@ -235,7 +270,7 @@ class ProfileBuilder:
         info.start_time = _str(obj.get("start_time"))
         info.hostname = _str(obj.get("hostname"))
         info.memsight_version = _str(obj.get("memsight_version"))
-        info.pid = _opt_int(obj.get("pid"))
+        info.pid = self.profile.process.pid = _opt_int(obj.get("pid"))
         info.ram_total_bytes = _opt_int(obj.get("ram_total_bytes"))
         info.memory_limit_bytes = _opt_int(obj.get("memory_limit_bytes"))
         info.hooks = bool(obj.get("hooks", True))
@@ -254,12 +289,26 @@ class ProfileBuilder:
         if end.__class__ is int:
             raw["end"] = (end - t0) / 1e9  # spans end on the clock they start on
         event = Event(t, kind, raw)
-        self.profile.events.append(event)
+        proc = raw.get("proc", 0)
+        if proc.__class__ is not int or not 0 <= proc <= MAX_PROCESSES:
+            raise ProtocolError(f"an event of process {proc!r}")
+        profile = self._process(proc) if kind != "process" else self.profile
+        profile.events.append(event)
         if kind not in _SPECIAL_EVENTS:
             return
         data = raw
-        info, kind = self.profile.info, event.type
-        if kind == "agent_connected":
+        info, kind = profile.info, event.type
+        if kind == "process":
+            sub = self._process(proc)
+            sub.process.apply(data)
+            sub.process.started = event.t
+            sub.info.pid = sub.process.pid
+            sub.info.argv = sub.process.cmdline[1:]
+        elif kind == "dist_init":
+            profile.process.apply({k: data.get(k) for k in ("rank", "world_size")})
+        elif kind == "child_role":
+            self._worker(_opt_int(data.get("pid")), data.get("role"))
+        elif kind == "agent_connected":
             info.python_version = _str(data.get("python_version")) or info.python_version
         elif kind == "torch_imported":
             info.torch_version = _opt_str(data.get("version"))
@@ -279,8 +328,11 @@ class ProfileBuilder:
             info.exit_code = _opt_int(data.get("exit_code"))
             info.signal = _opt_int(data.get("signal"))
             info.end_t = event.t
+            process = profile.process
+            process.exit_code, process.signal, process.ended = info.exit_code, info.signal, event.t
         elif kind == "child_started":
             pid = _opt_int(data.get("pid"))
+            self._worker(pid, data.get("role"))
             if pid is not None:
                 self.profile.children[pid] = ChildProcess(
                     pid=pid,
@@ -295,8 +347,11 @@ class ProfileBuilder:
             if child is not None:
                 child.exited = event.t
                 child.last_seen = event.t
+            self._process_ended(_opt_int(data.get("pid")), event.t, data)
         elif kind == "recording_end":
             self.profile.complete = True
+            for sub in self.profile.subprocesses.values():
+                sub.complete = True
             for stream, decoder in self._decoders.items():  # a character cut at the very end
                 tail = decoder.decode(b"", final=True)
                 if tail:
@@ -309,6 +364,54 @@ class ProfileBuilder:
             message = _str(data.get("message"))
             if message:
                 self.profile.warnings.append(message)
+
+    # -- the job's other processes (profile/processes.py) -------------------------------------
+
+    def _process(self, proc: int) -> Profile:
+        """The profile of process `proc`: the target's for 0, else one made on first use."""
+        if proc == 0:
+            return self.profile
+        sub = self.profile.subprocesses.get(proc)
+        if sub is None:
+            main = self.profile.info
+            sub = Profile(
+                info=RunInfo(
+                    t0_ns=main.t0_ns,
+                    interval_ms=main.interval_ms,
+                    hostname=main.hostname,
+                    memsight_version=main.memsight_version,
+                    hooks=main.hooks,
+                ),
+                process=ProcessInfo(proc),
+                complete=self.profile.complete,
+                source=self.profile.source,
+            )
+            self.profile.subprocesses[proc] = sub
+        return sub
+
+    def _by_pid(self, pid: int | None) -> Profile | None:
+        if pid is None:
+            return None
+        for sub in self.profile.subprocesses.values():
+            if sub.process.pid == pid and sub.process.ended is None:
+                return sub
+        return None
+
+    def _worker(self, pid: int | None, role: Any) -> None:
+        sub = self._by_pid(pid)
+        if sub is not None and role == protocol.CHILD_ROLE_DATALOADER_WORKER:
+            sub.process.worker = True
+
+    def _process_ended(self, pid: int | None, t: float, data: dict[str, Any]) -> None:
+        """A child exited: if it ran the agent, its process ends there (with its status, when
+        the recorder read it)."""
+        sub = self._by_pid(pid)
+        if sub is None:
+            return
+        process = sub.process
+        process.ended = sub.info.end_t = t
+        process.exit_code = sub.info.exit_code = _opt_int(data.get("exit_code"))
+        process.signal = sub.info.signal = _opt_int(data.get("signal"))
 
 
 def _str(value: Any) -> str:

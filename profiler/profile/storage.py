@@ -28,9 +28,13 @@ from profiler.profile.replay import (
 from profiler.protocol import ProtocolError, TableSchema
 
 MAGIC = b"MEMSIGHT"
-# Version 2 is version 1 plus ATTACHMENT frames. A file is written as version 1 unless it holds
-# one, so that memsight releases that read only version 1 still open every file they can.
-FORMAT_VERSION = 2
+# Version 2 is version 1 plus ATTACHMENT frames; version 3 adds the processes of a job other
+# than the target (profile/processes.py: procs_ tables, events with "proc"), which an older
+# reader would take for the target's. A file is written as the lowest version that holds what
+# it has, so that older memsight releases still open every file they can.
+ATTACHMENTS_VERSION = 2
+PROCESSES_VERSION = 3
+FORMAT_VERSION = 3
 BASE_VERSION = 1
 FILE_HEADER = struct.Struct("<8sHHI")  # magic, format version, flags, reserved
 SUFFIX = ".memsight"
@@ -273,8 +277,9 @@ def compact_profile(path: str | os.PathLike[str]) -> None:
     for start in range(0, len(events), COMPACT_EVENTS):
         batch = events[start : start + COMPACT_EVENTS]
         frames.append(protocol.encode_json_frame(protocol.EVENTS, batch, compress=True))
-    if attachments:
-        frames[0] = file_header(FORMAT_VERSION)
+    version = FILE_HEADER.unpack_from(data)[1]
+    if attachments or version > BASE_VERSION:
+        frames[0] = file_header(max(version, ATTACHMENTS_VERSION if attachments else version))
     temporary = path + ".compacting"
     try:
         with open(temporary, "wb") as f:

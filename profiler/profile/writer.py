@@ -54,6 +54,7 @@ class ProfileWriter:
         self._max_pending = max_pending_bytes
         self._buffer = bytearray(_header())
         self._header_version: int | None = None  # a header rewrite still to do
+        self._version = 1  # the format version the header says
         self.bytes_written = 0  # the end of the last complete frame in the file
         self.failing = False  # the last write failed
         self.dropped = False  # frames were given up: the file ends at the gap
@@ -76,15 +77,28 @@ class ProfileWriter:
 
     def mark_attachments(self) -> None:
         """The file is about to hold ATTACHMENT frames: its header says format version 2."""
-        from profiler.profile.storage import FILE_HEADER, FORMAT_VERSION
+        from profiler.profile.storage import ATTACHMENTS_VERSION
+
+        self.mark_version(ATTACHMENTS_VERSION)
+
+    def mark_processes(self) -> None:
+        """The file is about to hold other processes than the target: format version 3."""
+        from profiler.profile.storage import PROCESSES_VERSION
+
+        self.mark_version(PROCESSES_VERSION)
+
+    def mark_version(self, version: int) -> None:
+        """The header says at least format `version` (never lower than it says already)."""
+        from profiler.profile.storage import FILE_HEADER
 
         with self._lock:
-            if self._closed:
+            if self._closed or version <= self._version:
                 return
+            self._version = version
             if len(self._buffer) >= FILE_HEADER.size and self.bytes_written == 0:
-                self._buffer[: FILE_HEADER.size] = _header(FORMAT_VERSION)
+                self._buffer[: FILE_HEADER.size] = _header(version)
             else:
-                self._header_version = FORMAT_VERSION
+                self._header_version = version
                 self._write_pending()
 
     def flush(self) -> None:

@@ -356,6 +356,41 @@ def _parse_stat(pid: int, stat: bytes) -> ProcessIdentity | None:
     return ProcessIdentity(pid=pid, ppid=int(rest[1]), name=name, start=int(rest[19]))
 
 
+def exit_status(pid: int) -> tuple[int | None, int | None] | None:
+    """(exit code, signal) of a zombie (exited, not yet reaped by its parent), else None.
+
+    The kernel keeps the wait status in /proc/PID/stat (field 52, Linux 3.5+) until the parent
+    collects it: a child seen between its exit and its parent's wait tells how it ended."""
+    if not IS_LINUX:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    rest = stat[stat.rfind(b")") + 2 :].split()
+    if len(rest) < 50 or rest[0] != b"Z":
+        return None
+    status = int(rest[49])
+    if os.WIFSIGNALED(status):
+        return None, os.WTERMSIG(status)
+    if os.WIFEXITED(status):
+        return os.WEXITSTATUS(status), None
+    return None
+
+
+def ancestors_include(pid: int, wanted: set[int], limit: int = 64) -> bool:
+    """Whether `pid` or one of its ancestors (up to `limit` generations) is in `wanted`."""
+    for _ in range(limit):
+        if pid in wanted:
+            return True
+        ident = identity(pid)
+        if ident is None or ident.ppid <= 1:
+            return False
+        pid = ident.ppid
+    return False
+
+
 def _descendants_psutil(pid: int) -> dict[int, ProcessIdentity]:
     try:
         children = psutil.Process(pid).children(recursive=True)

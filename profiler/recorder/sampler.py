@@ -125,6 +125,7 @@ class TreeWatcher(threading.Thread):
         self.ever_seen: dict[int, proctree.ProcessIdentity] = {}
         self._children: dict[int, _Child] = {}
         self._total = 0
+        self._subtrees: dict[int, int] = {}  # watched pid -> the estimates of its children
         self._lock = threading.Lock()
         self._halt = threading.Event()
         self._bucket = _CpuBucket(budget, burst_s)
@@ -139,6 +140,16 @@ class TreeWatcher(threading.Thread):
         """The children's memory now: each one's USS plus the RSS it gained since reading it."""
         with self._lock:
             return self._total
+
+    def watch_subtree(self, pid: int) -> None:
+        """Keep a total of the children below `pid` (a rank's DataLoader workers), as
+        children_total is kept for the whole tree: read it with subtree_total()."""
+        with self._lock:
+            self._subtrees.setdefault(pid, 0)
+
+    def subtree_total(self, pid: int) -> int:
+        with self._lock:
+            return self._subtrees.get(pid, 0)
 
     def stop(self) -> None:
         self._halt.set()
@@ -278,8 +289,25 @@ class TreeWatcher(threading.Thread):
                 continue
             child.estimate = max(child.uss, child.uss + rss - child.base_rss)
             total += child.estimate
+        subtrees = self._subtree_totals() if self._subtrees else {}
         with self._lock:
             self._total = total
+            self._subtrees = subtrees
+
+    def _subtree_totals(self) -> dict[int, int]:
+        """For each watched pid, the estimates of the children below it."""
+        with self._lock:
+            totals = dict.fromkeys(self._subtrees, 0)
+        for child in self._children.values():
+            up, steps = child.ident.ppid, 0
+            while steps < 64:
+                if up in totals:
+                    totals[up] += child.estimate
+                parent = self._children.get(up)
+                if parent is None:
+                    break
+                up, steps = parent.ident.ppid, steps + 1
+        return totals
 
     def _watch_names(self, now: float) -> None:
         """Re-read the names of young children not yet known as DataLoader workers."""
@@ -329,13 +357,18 @@ class TreeWatcher(threading.Thread):
     def _gone(self, pid: int, t: int) -> None:
         if self.known.pop(pid, None) is None:
             return
+        # Read while it is a zombie (its parent has not collected it yet), if it still is.
+        status = proctree.exit_status(pid)
         child = self._children.pop(pid, None)
         if child is not None:
             if child.resident is not None:
                 child.resident.close()
             with self._lock:
                 self._total = max(0, self._total - child.estimate)
-        self.emit_event("child_exited", t=t, pid=pid)
+        if status is None:
+            self.emit_event("child_exited", t=t, pid=pid)
+        else:
+            self.emit_event("child_exited", t=t, pid=pid, exit_code=status[0], signal=status[1])
 
     def refresh(self, pid: int) -> None:
         """Read one child's USS (and name) now; a child found gone is reported gone."""
@@ -390,6 +423,19 @@ class HostSampler(threading.Thread):
         self._available = 0
         self._next_system = 0
         self.on_gone: Callable[[], Any] | None = None
+        # The job's other processes with an agent (ranks): proc number, reader, their rows
+        # go to the procs_ram table (profile/processes.py). Replaced whole, never mutated.
+        self._others: tuple[tuple[int, int, proctree.MainProcessReader, list[int]], ...] = ()
+        self._others_table: TableBuffer | None = None
+        self._others_lock = threading.Lock()
+
+    def add_process(self, proc: int, pid: int, table: TableBuffer) -> None:
+        """Sample process `pid` too, every tick, into `table` (procs_ram) as process `proc`."""
+        reader = proctree.MainProcessReader(pid)
+        with self._others_lock:
+            self._others_table = table
+            self._others = (*self._others, (proc, pid, reader, [0, 0]))
+        self.tree.watch_subtree(pid)
 
     def stop(self) -> None:
         self._halt.set()
@@ -412,6 +458,8 @@ class HostSampler(threading.Thread):
         finally:
             self.main.close()
             self.system.close()
+            for entry in self._others:
+                entry[2].close()
 
     def sample(self) -> bool:
         t = time.monotonic_ns()
@@ -426,4 +474,26 @@ class HostSampler(threading.Thread):
             self._next_system = t + SYSTEM_EVERY_NS
         self.ram_table.add((t, rss, peak, self.tree.children_total, self._available))
         self.samples += 1
+        if self._others:
+            self._sample_others(t)
         return True
+
+    def _sample_others(self, t: int) -> None:
+        table = self._others_table
+        assert table is not None
+        gone = []
+        for entry in self._others:
+            proc, pid, reader, last = entry
+            reading = reader.read()
+            if reading is None:
+                gone.append(entry)
+                continue
+            rss, hwm = reading
+            peak = hwm if hwm > last[1] else max(rss, last[0])
+            last[0], last[1] = rss, hwm
+            table.add((t, proc, rss, peak, self.tree.subtree_total(pid), self._available))
+        if gone:
+            with self._others_lock:
+                self._others = tuple(e for e in self._others if e not in gone)
+            for entry in gone:
+                entry[2].close()

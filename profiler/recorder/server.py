@@ -1,9 +1,11 @@
-"""Loopback listener for the agent.
+"""Loopback listener for the agents: the target's, and those of the Python processes it
+starts (torchrun ranks, spawned workers), one connection each.
 
-The first frame of a connection must be a HELLO carrying the run's one-time token; anything
-else, a wrong or reused token, or silence past HELLO_TIMEOUT_S closes the connection. After
-that, each frame is checked on its own: a malformed, oversized or forbidden frame is dropped
-and logged, and the recording goes on.
+The first frame of a connection must be a HELLO carrying the run's token; anything else, a
+wrong token, a pid that is connected already (a reused token), a process the handler refuses
+(one outside the target's tree), more than MAX_AGENTS at once, or silence past
+HELLO_TIMEOUT_S closes the connection. After that, each frame is checked on its own: a
+malformed, oversized or forbidden frame is dropped and logged, and the recording goes on.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ MAX_HELLO = 64 * 1024
 MAX_PENDING = 8  # unauthenticated connections held at once
 MAX_LOGGED_REJECTIONS = 100  # frames and connections; past this they are only counted
 MAX_VALUE = 2**63 - 1  # sample values are stored as int64
+MAX_AGENTS = 512  # processes recorded at once
 
 # Events that only the recorder itself may write.
 RECORDER_EVENTS = frozenset(
@@ -39,16 +42,19 @@ RECORDER_EVENTS = frozenset(
         "warning",
         "output_truncated",
         "attachment",
+        "process",
     }
 )
 RECORDER_TABLES = frozenset({"ram", "children", "nvml"})
 
 
 class AgentHandler(Protocol):
-    def on_hello(self, hello: dict[str, Any]) -> None: ...
-    def on_schema(self, schema: TableSchema) -> None: ...
-    def on_rows(self, schema: TableSchema, rows: list[tuple[int, ...]]) -> None: ...
-    def on_events(self, payload: bytes, events: list[dict[str, Any]]) -> None: ...
+    def on_hello(self, hello: dict[str, Any]) -> int | str:
+        """The process number of an agent that said hello, or why it is refused."""
+
+    def on_schema(self, proc: int, schema: TableSchema) -> None: ...
+    def on_rows(self, proc: int, schema: TableSchema, rows: list[tuple[int, ...]]) -> None: ...
+    def on_events(self, proc: int, payload: bytes, events: list[dict[str, Any]]) -> None: ...
     def on_log(self, kind: str, **data: Any) -> None: ...
 
 
@@ -60,6 +66,8 @@ class _Connection:
         self.authenticated = False
         self.deadline = time.monotonic() + HELLO_TIMEOUT_S
         self.schemas: dict[int, TableSchema] = {}
+        self.proc = 0  # the handler's number for its process, once authenticated
+        self.pid = 0
 
 
 class AgentServer(threading.Thread):
@@ -77,10 +85,10 @@ class AgentServer(threading.Thread):
         # close() writes here to end a select() that waits without a timeout.
         self._wake_recv, self._wake_send = socket.socketpair()
         self.selector.register(self._wake_recv, selectors.EVENT_READ)
-        self.connected = threading.Event()
-        self.agent_gone = threading.Event()
+        self.connected = threading.Event()  # an agent said hello
+        self.agent_gone = threading.Event()  # ... and no agent is connected any more
         self.rejections = 0
-        self._token_used = False
+        self._agents: dict[int, _Connection] = {}  # authenticated, by pid
         self._halt = threading.Event()
         self._conns: dict[socket.socket, _Connection] = {}
 
@@ -164,18 +172,30 @@ class AgentServer(threading.Thread):
             self._reject_connection(conn, "first frame is not a hello")
             return
         hello = protocol.check_hello(protocol.decode_json(payload))
-        if self._token_used or not hmac.compare_digest(
+        if not hmac.compare_digest(
             # surrogatepass: a JSON string may hold lone surrogates that strict UTF-8 refuses
             hello["token"].encode("utf-8", "surrogatepass"),
             self.token.encode(),
         ):
-            self._reject_connection(conn, "wrong or reused token")
+            self._reject_connection(conn, "wrong token")
             return
-        self._token_used = True
+        pid = hello["pid"]
+        if pid in self._agents:
+            self._reject_connection(conn, f"token reused: pid {pid} is connected already")
+            return
+        if len(self._agents) >= MAX_AGENTS:
+            self._reject_connection(conn, f"more than {MAX_AGENTS} processes at once")
+            return
+        proc = self.handler.on_hello(_hello_fields(hello))
+        if isinstance(proc, str):
+            self._reject_connection(conn, proc)
+            return
         conn.authenticated = True
+        conn.proc, conn.pid = proc, pid
+        self._agents[pid] = conn
         conn.reader.max_payload = protocol.MAX_PAYLOAD
         conn.reader.lenient = True
-        self.handler.on_hello(_hello_fields(hello))
+        self.agent_gone.clear()
         self.connected.set()
 
     def _handle(self, conn: _Connection, kind: int, payload: bytes) -> None:
@@ -186,7 +206,7 @@ class AgentServer(threading.Thread):
                 for event in events:
                     if event["type"] in RECORDER_EVENTS:
                         raise ProtocolError(f"agent may not send {event['type']!r} events")
-                self.handler.on_events(payload, events)
+                self.handler.on_events(conn.proc, payload, events)
             elif kind == protocol.SAMPLES:
                 table_id, encoding, data = protocol.split_samples(payload)
                 schema = conn.schemas.get(table_id)
@@ -197,7 +217,7 @@ class AgentServer(threading.Thread):
                 rows = list(schema.row.iter_unpack(data))
                 if any(value > protocol.INT64_MAX for row in rows for value in row):
                     raise ProtocolError("sample value does not fit in a signed 64-bit integer")
-                self.handler.on_rows(schema, rows)
+                self.handler.on_rows(conn.proc, schema, rows)
             elif kind == protocol.SCHEMA:
                 schema = TableSchema.from_json(protocol.decode_json(payload))
                 if schema.id < protocol.AGENT_TABLE_BASE or schema.name in RECORDER_TABLES:
@@ -207,7 +227,7 @@ class AgentServer(threading.Thread):
                 ):
                     raise ProtocolError(f"table {schema.id} ({schema.name}) declared twice")
                 conn.schemas[schema.id] = schema
-                self.handler.on_schema(schema)
+                self.handler.on_schema(conn.proc, schema)
             else:
                 raise ProtocolError(
                     f"agent may not send {protocol.KIND_NAMES.get(kind, kind)!r} frames"
@@ -235,7 +255,9 @@ class AgentServer(threading.Thread):
             self.selector.unregister(conn.sock)
         conn.sock.close()
         if conn.authenticated:
-            self.agent_gone.set()
+            self._agents.pop(conn.pid, None)
+            if not self._agents:
+                self.agent_gone.set()
 
     def _log(self, kind: str, **data: Any) -> None:
         self.handler.on_log(kind, **data)
@@ -248,4 +270,8 @@ def _hello_fields(hello: dict[str, Any]) -> dict[str, Any]:
         value = hello.get(key)
         if isinstance(value, str):
             fields[key] = value[:1000]
+    for key in ("rank", "local_rank", "world_size", "group_rank"):  # torchrun's environment
+        value = hello.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**31:
+            fields[key] = value
     return fields

@@ -29,6 +29,7 @@ import profiler
 from profiler import protocol
 from profiler.launch.command import build_launch
 from profiler.launch.spec import ExitStatus, RunSpec
+from profiler.profile.processes import PROC_COLUMN, shared_table_name
 from profiler.profile.storage import ProfileError, ProfileWriter, compact_profile
 from profiler.protocol import CHILD_TABLE, NVML_TABLE, RAM_TABLE, TableSchema
 from profiler.recorder import lifetime, proctree
@@ -107,6 +108,8 @@ class Recording:
         self.sampler: HostSampler | None = None
         self.tree: TreeWatcher | None = None
         self.snapshots: SnapshotStore | None = None  # under --cuda-history
+        self._procs = 0  # the last number given to a process of the job other than the target
+        self._shared_schemas: dict[str, TableSchema] = {}  # their tables, by the agent's name
 
     # -- frame sink ---------------------------------------------------------------------------
 
@@ -151,18 +154,71 @@ class Recording:
 
     # -- AgentHandler ---------------------------------------------------------------------------
 
-    def on_hello(self, hello: dict[str, Any]) -> None:
-        self.agent_hello = hello
-        self.event("agent_connected", **hello)
+    def on_hello(self, hello: dict[str, Any]) -> int | str:
+        """Process 0 for the target's agent; the next number for any other process of its
+        tree (a torchrun rank, a spawned worker); a refusal for a process outside it."""
+        pid = hello["pid"]
+        target = self.process.pid if self.process is not None else pid
+        if pid == target:
+            proc = 0
+            self.agent_hello = hello
+        elif not proctree.ancestors_include(pid, {target, os.getpid()}):
+            return f"pid {pid} is not in the target's process tree"
+        else:
+            with self._lock:
+                self._procs += 1
+                proc = self._procs
+        parent = proctree.identity(pid)
+        self.event(
+            "process",
+            proc=proc,
+            pid=pid,
+            parent=parent.ppid if parent is not None else None,
+            cmdline=proctree.cmdline(pid)[:64],
+            **{k: v for k, v in hello.items() if k in _RANK_FIELDS},
+        )
+        self.event("agent_connected", **hello, **({"proc": proc} if proc else {}))
+        if proc and self.writer is not None:
+            self.writer.mark_processes()
+        if proc and self.sampler is not None:
+            self.sampler.add_process(proc, pid, self._table(PROCS_RAM_TABLE))
+        return proc
 
-    def on_schema(self, schema: TableSchema) -> None:
-        self._table(schema)
+    def on_schema(self, proc: int, schema: TableSchema) -> None:
+        table = self._shared_schema(schema) if proc else schema
+        if table is not None:
+            self._table(table)
 
-    def on_rows(self, schema: TableSchema, rows: list[tuple[int, ...]]) -> None:
-        self._table(schema).extend(rows)
+    def on_rows(self, proc: int, schema: TableSchema, rows: list[tuple[int, ...]]) -> None:
+        if not proc:
+            self._table(schema).extend(rows)
+            return
+        shared = self._shared_schema(schema)
+        if shared is not None:
+            self._table(shared).extend([(row[0], proc, *row[1:]) for row in rows])
 
-    def on_events(self, payload: bytes, events: list[dict[str, Any]]) -> None:
-        self.emit(protocol.encode_frame(protocol.EVENTS, payload, compress=len(payload) > 1024))
+    def _shared_schema(self, schema: TableSchema) -> TableSchema | None:
+        """The procs_ table that holds the rows of `schema` for every process k >= 1
+        (profile/processes.py); None for a layout other than the first of that name."""
+        columns = [schema.columns[0], (PROC_COLUMN, "I"), *schema.columns[1:]]
+        with self._lock:
+            shared = self._shared_schemas.get(schema.name)
+            if shared is None:
+                shared = TableSchema(
+                    _SHARED_TABLE_BASE + len(self._shared_schemas),
+                    shared_table_name(schema.name),
+                    columns,
+                )
+                self._shared_schemas[schema.name] = shared
+        return shared if shared.columns == columns else None
+
+    def on_events(self, proc: int, payload: bytes, events: list[dict[str, Any]]) -> None:
+        if proc:
+            for event in events:
+                event["proc"] = proc
+            self.emit(protocol.encode_json_frame(protocol.EVENTS, events))
+        else:
+            self.emit(protocol.encode_frame(protocol.EVENTS, payload, compress=len(payload) > 1024))
         for event in events:
             if event["type"] == "cuda_init" and self._nvml is None:
                 self._start_nvml(event.get("devices"))
@@ -523,6 +579,14 @@ def _same_process(pid: int, start: int) -> bool:
 
 
 _STREAMS = (protocol.STDOUT, protocol.STDERR)
+_RANK_FIELDS = ("rank", "local_rank", "world_size", "group_rank")
+# The procs_ tables get ids from here on: the recorder's are 1-3, the agent's 64 and up.
+_SHARED_TABLE_BASE = 160
+PROCS_RAM_TABLE = TableSchema(
+    _SHARED_TABLE_BASE - 1,
+    shared_table_name(RAM_TABLE.name),
+    [RAM_TABLE.columns[0], (PROC_COLUMN, "I"), *RAM_TABLE.columns[1:]],
+)
 
 
 @dataclass

@@ -151,17 +151,19 @@ class Collector:
         self.rows: list[tuple[int, ...]] = []
         self.changed = threading.Condition()
 
-    def on_hello(self, hello: dict[str, Any]) -> None: ...
-    def on_schema(self, schema: protocol.TableSchema) -> None: ...
+    def on_hello(self, hello: dict[str, Any]) -> int:
+        return 0
 
-    def on_rows(self, schema: protocol.TableSchema, rows: list[tuple[int, ...]]) -> None:
+    def on_schema(self, proc: int, schema: protocol.TableSchema) -> None: ...
+
+    def on_rows(self, proc: int, schema: protocol.TableSchema, rows: list[tuple[int, ...]]) -> None:
         if schema.name != protocol.GPU_TABLE.name:
             return  # the agent's other tables (the C heap's readings) are not under test here
         with self.changed:
             self.rows += rows
             self.changed.notify_all()
 
-    def on_events(self, payload: bytes, events: list[dict[str, Any]]) -> None:
+    def on_events(self, proc: int, payload: bytes, events: list[dict[str, Any]]) -> None:
         with self.changed:
             self.events += events
             self.changed.notify_all()

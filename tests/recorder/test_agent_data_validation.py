@@ -18,16 +18,17 @@ class Recorder:
         self.rows: list[tuple[int, ...]] = []
         self.logs: list[tuple[str, dict[str, Any]]] = []
 
-    def on_hello(self, hello: dict[str, Any]) -> None:
+    def on_hello(self, hello: dict[str, Any]) -> int:
         self.hellos.append(hello)
+        return 0
 
-    def on_schema(self, schema: protocol.TableSchema) -> None:
+    def on_schema(self, proc: int, schema: protocol.TableSchema) -> None:
         self.schemas.append(schema)
 
-    def on_rows(self, schema: protocol.TableSchema, rows: list[tuple[int, ...]]) -> None:
+    def on_rows(self, proc: int, schema: protocol.TableSchema, rows: list[tuple[int, ...]]) -> None:
         self.rows += rows
 
-    def on_events(self, payload: bytes, events: list[dict[str, Any]]) -> None: ...
+    def on_events(self, proc: int, payload: bytes, events: list[dict[str, Any]]) -> None: ...
 
     def on_log(self, kind: str, **data: Any) -> None:
         self.logs.append((kind, data))

@@ -41,19 +41,20 @@ class RecordingHandler:
         self.events: list[dict[str, Any]] = []
         self.logs: list[tuple[str, dict[str, Any]]] = []
 
-    def on_hello(self, hello: dict[str, Any]) -> None:
+    def on_hello(self, hello: dict[str, Any]) -> int:
         with self._lock:
             self.hellos.append(hello)
+        return 0
 
-    def on_schema(self, schema: TableSchema) -> None:
+    def on_schema(self, proc: int, schema: TableSchema) -> None:
         with self._lock:
             self.schemas.append(schema)
 
-    def on_rows(self, schema: TableSchema, rows: list[tuple[int, ...]]) -> None:
+    def on_rows(self, proc: int, schema: TableSchema, rows: list[tuple[int, ...]]) -> None:
         with self._lock:
             self.rows.append((schema.name, rows))
 
-    def on_events(self, payload: bytes, events: list[dict[str, Any]]) -> None:
+    def on_events(self, proc: int, payload: bytes, events: list[dict[str, Any]]) -> None:
         with self._lock:
             self.events.extend(events)
 
