@@ -61,6 +61,9 @@ usage:
   memsight export PROFILE --memory-viz OUT.pickle
                                            the CUDA memory snapshot of a run recorded with
                                            --cuda-history, for pytorch.org/memory_viz
+  memsight merge NODE.memsight... -o JOB.memsight
+                                           one job profile from the profiles each node of a
+                                           multi-node job wrote, on one clock
 
 `memsight run` runs the script exactly as `python SCRIPT ARGS...` would (same argv, working
 directory, stdin, environment and exit status) while recording RAM and GPU memory to a
@@ -693,6 +696,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_report(args[1:])
         if args[:1] == ["export"]:
             return cmd_export(args[1:])
+        if args[:1] == ["merge"]:
+            from profiler.merge_command import cmd_merge
+
+            return cmd_merge(args[1:])
         if args[:1] in (["-h"], ["--help"]):
             sys.stdout.write(TOP_HELP)
             return 0
