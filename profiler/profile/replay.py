@@ -359,7 +359,7 @@ class ProfileBuilder:
         elif kind == "name":
             name_id, name = _opt_int(data.get("id")), data.get("name")
             if name_id is not None and isinstance(name, str):
-                self.profile.names[name_id] = name
+                profile.names[name_id] = name
         elif kind == "warning":
             message = _str(data.get("message"))
             if message:
