@@ -22,6 +22,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import profiler
+from profiler.launch.launchers import python_program_on_path
 from profiler.launch.preflight import (
     InvalidSetting,
     Problem,
@@ -91,7 +92,11 @@ def _run_parser() -> argparse.ArgumentParser:
         usage="memsight run [options] SCRIPT [ARGS...]\n       memsight run [options] -m MODULE [ARGS...]",
         description=(
             "Run a Python script under memsight and record its memory to a profile file. "
-            "Everything after SCRIPT (or -m MODULE) is passed to the target unchanged."
+            "Everything after SCRIPT (or -m MODULE) is passed to the target unchanged. "
+            "SCRIPT may also name a Python program on PATH, such as torchrun or accelerate: "
+            "it runs as the shell would run it, with the interpreter its first line names. "
+            "Every Python process the target starts (torchrun's ranks, mp.spawn's processes, "
+            "subprocesses) is recorded too, each on its own, in the same profile."
         ),
         epilog=(
             "exit status: the target's own exit code; if it died of signal N, memsight ends by "
@@ -233,12 +238,17 @@ def build_spec(
     except InvalidSetting as exc:
         raise UsageError(_problem_text(exc.problem)) from None
     cuda_history = _cuda_history(options.cuda_history)
+    python = _resolve_python(options.python)
+    program = None if is_module else python_program_on_path(target)
+    if program is not None:  # `torchrun ...`: the launcher on PATH, run as the shell runs it
+        target = program.path
+        python = python if options.python is not None else program.interpreter
     spec = RunSpec(
         target=target,
         args=tuple(args),
         module=is_module,
         cwd=os.getcwd(),
-        python=_resolve_python(options.python),
+        python=python,
         interval_ms=options.interval_ms,
         hooks=not options.no_hooks,
         ram_budget_bytes=budget,

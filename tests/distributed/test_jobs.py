@@ -19,6 +19,7 @@ from profiler import protocol
 from profiler.diagnosis import diagnose
 from profiler.profile.storage import FILE_HEADER, load_profile
 from tests.support import (
+    PYTHON,
     ROOT,
     child_env,
     memsight_command,
@@ -111,6 +112,23 @@ def test_torchrun_ranks_are_recorded_each_with_its_own_iterations(tmp_path: Path
     assert serious == [], [f.title for f in serious]
     header = FILE_HEADER.unpack_from(traced.profile_path.read_bytes())
     assert header[1] == 3
+
+
+def test_memsight_run_torchrun_runs_the_launcher_on_path_as_the_shell_would(
+    tmp_path: Path,
+) -> None:
+    bin_dir = str(Path(PYTHON).parent)
+    env = child_env({"PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")})
+    traced = run_memsight(
+        ["torchrun", "--nproc_per_node", "2", str(DDP)], tmp_path, env=env, timeout=300
+    )
+    assert traced.returncode == 0, traced.stderr[-3000:]
+    profile = traced.profile()
+    assert profile.info.script == os.path.join(bin_dir, "torchrun")
+    assert sorted((p.process.rank, p.iterations) for p in profile.subprocesses.values()) == [
+        (0, 30),
+        (1, 30),
+    ]
 
 
 def test_mp_spawn_processes_are_named_by_the_rank_init_process_group_gave_them(
