@@ -94,8 +94,9 @@ class ProcessInfo:
 
 def job_processes(profile: Profile) -> list[Profile]:
     """The target, then every other process, each as a Profile of its own whose `children`
-    (and children table) are the processes below it that ran no agent: a rank's DataLoader
-    workers are the rank's, not the launcher's."""
+    (and children table) are the processes below it up to the next process with an agent,
+    that one included: a rank's forked DataLoader workers are the rank's, not the launcher's,
+    whose children are the ranks (and its own spawned workers, agent or not)."""
     views = [profile, *profile.subprocesses.values()]
     if len(views) == 1:
         return views
@@ -107,7 +108,7 @@ def job_processes(profile: Profile) -> list[Profile]:
         while up not in agents and up in profile.children and up not in seen:
             seen.add(up)
             up = profile.children[up].ppid
-        if up in agents and pid not in agents:
+        if up in agents:
             owner[pid] = up
     table = profile.table("children")
     result = []
