@@ -337,12 +337,16 @@ def identity(pid: int) -> ProcessIdentity | None:
             return ProcessIdentity(pid, proc.ppid(), proc.name(), int(proc.create_time() * 100))
         except psutil.Error:
             return None
+    stat = _read_stat(pid)
+    return _parse_stat(pid, stat) if stat is not None else None
+
+
+def _read_stat(pid: int) -> bytes | None:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
+            return f.read()
     except OSError:
         return None
-    return _parse_stat(pid, stat)
 
 
 def _parse_stat(pid: int, stat: bytes) -> ProcessIdentity | None:
@@ -361,12 +365,8 @@ def exit_status(pid: int) -> tuple[int | None, int | None] | None:
 
     The kernel keeps the wait status in /proc/PID/stat (field 52, Linux 3.5+) until the parent
     collects it: a child seen between its exit and its parent's wait tells how it ended."""
-    if not IS_LINUX:
-        return None
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
+    stat = _read_stat(pid) if IS_LINUX else None
+    if stat is None:
         return None
     rest = stat[stat.rfind(b")") + 2 :].split()
     if len(rest) < 50 or rest[0] != b"Z":
