@@ -12,7 +12,7 @@ import pytest
 
 from profiler import protocol
 from profiler.recorder import proctree
-from tests.support import run_memsight, write_script
+from tests.support import run_memsight, wait_until, write_script
 
 MiB = 1024 * 1024
 
@@ -273,3 +273,22 @@ def test_a_childs_role_comes_from_the_name_torch_gives_its_dataloader_workers() 
     assert proctree.child_role("pt_data_worker") == protocol.CHILD_ROLE_DATALOADER_WORKER
     for name in ("python3", "python", "pt_main_thread", "pt_elastic", "pt_data_pin"):
         assert proctree.child_role(name) == protocol.CHILD_ROLE_OTHER
+
+
+@pytest.mark.parametrize(
+    "code, expected",
+    [("raise SystemExit(3)", (3, None)), ("import os; os.kill(os.getpid(), 9)", (None, 9))],
+)
+def test_how_a_child_ended_is_read_while_it_is_a_zombie(
+    code: str, expected: tuple[int | None, int | None]
+) -> None:
+    child = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        # Not waited for: it stays a zombie, and its status stays in /proc until collected.
+        found = wait_until(lambda: proctree.exit_status(child.pid), 10, "the child to exit")
+        assert found == expected
+        assert proctree.identity(child.pid) is None  # a zombie has no identity any more
+    finally:
+        child.wait()
+    assert proctree.exit_status(child.pid) is None  # collected: gone
+    assert proctree.exit_status(os.getpid()) is None  # a live process has no exit status
