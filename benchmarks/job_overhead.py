@@ -100,7 +100,7 @@ def main() -> int:
         runs = [run_job(n, args.seconds, Path(folder)) for n in sizes]
     base = runs[0]
     rows = []
-    worst_cpu, worst_mem = 0.0, 0.0
+    worst_cpu, worst_mem = -1.0, -float("inf")
     for run in runs:
         share = run["recorder_cpu_s"] / run["wall_s"]
         per_cpu = per_mem = None
@@ -135,7 +135,7 @@ def main() -> int:
         NAME,
         passed,
         f"per extra rank at most {100 * worst_cpu:.2f} % of a core "
-        f"(target {100 * TARGET_CPU_SHARE:g} %) and {worst_mem:.1f} MiB "
+        f"(target {100 * TARGET_CPU_SHARE:g} %) and {worst_mem:+.1f} MiB "
         f"(target {TARGET_MEMORY_MIB:g} MiB)",
     )
     write_result(NAME, {"seconds": args.seconds, "runs": runs, "passed": passed})
