@@ -72,6 +72,27 @@ if __name__ == "__main__":
     print("spawned job done")
 """
 
+OOM_ON_RANK_1 = """
+import os, sys
+import torch
+import torch.distributed as dist
+from torch import nn
+
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+model = nn.parallel.DistributedDataParallel(nn.Linear(128, 128))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+for step in range(20):
+    loss = model(torch.randn(32, 128)).pow(2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    if rank == 1 and step == 10:
+        cache = torch.empty(1 << 47)  # 512 TiB: the CPU allocator refuses at once
+sys.stdout.flush()
+os._exit(0)
+"""
+
 PARENT = """
 import json, os, subprocess, sys
 child = subprocess.run([sys.executable, "child.py"], capture_output=True, text=True, check=True)
@@ -129,6 +150,21 @@ def test_memsight_run_torchrun_runs_the_launcher_on_path_as_the_shell_would(
         (0, 30),
         (1, 30),
     ]
+
+
+def test_an_out_of_memory_error_on_one_rank_is_reported_for_that_rank(tmp_path: Path) -> None:
+    write_script(tmp_path, "ddp_oom.py", OOM_ON_RANK_1)
+    traced = run_memsight(
+        ["-m", "torch.distributed.run", "--nproc_per_node", "2", "ddp_oom.py"],
+        tmp_path,
+        timeout=300,
+    )
+    assert traced.returncode == 1  # torchrun fails the job, as under plain python
+    findings = diagnose(traced.profile()).findings
+    (oom,) = [f for f in findings if f.rule == "out-of-memory"]
+    assert oom.process is not None and oom.process.rank == 1
+    assert "11 optimizer steps" in oom.title  # rank 1's own steps, the launcher has none
+    assert "ddp_oom.py:17" in oom.evidence.text  # the line of the rank's code
 
 
 def test_mp_spawn_processes_are_named_by_the_rank_init_process_group_gave_them(
