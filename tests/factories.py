@@ -23,6 +23,7 @@ from profiler.profile.model import (
     RunInfo,
     SampleTable,
 )
+from profiler.profile.processes import ProcessInfo
 
 MiB = 1024**2
 GiB = 1024**3
@@ -271,3 +272,16 @@ def census(t: float, iteration: int, *holders: dict[str, object]) -> Event:
     """A census event taken at optimizer step `iteration`, `t` seconds into the run."""
     data = {"iterations_are": "optimizer steps", "iteration": iteration}
     return Event(t, "census", {**data, "census": {"holders": list(holders)}})
+
+
+def job(*ranks: Profile, launcher: Profile | None = None) -> Profile:
+    """A job: `launcher` (default: an idle target) as process 0, then each of `ranks` as
+    process 1, 2, ... with rank 0, 1, ..., pids 1001, 1002, ... and the launcher as parent."""
+    main = launcher if launcher is not None else profile(ram(10.0, 100 * MiB))
+    main.process = ProcessInfo(0, pid=1000)
+    for number, rank in enumerate(ranks, 1):
+        rank.process = ProcessInfo(
+            number, pid=1000 + number, parent=1000, rank=number - 1, world_size=len(ranks)
+        )
+        main.subprocesses[number] = rank
+    return main

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field, replace
 from profiler.diagnosis.config import DEFAULT_CONFIG, DiagnosisConfig
 from profiler.diagnosis.finding import Evidence, Finding, Location
 from profiler.diagnosis.fixes import Fix, RunContext, choose_fixes, get_fix, get_fixes, run_context
-from profiler.diagnosis.rules import ALL_RULES
+from profiler.diagnosis.job import with_other_ranks
+from profiler.diagnosis.rules import ALL_RULES, JOB_RULES
 from profiler.profile.model import Profile
 from profiler.profile.processes import ProcessInfo, job_processes
 
@@ -37,7 +38,7 @@ __all__ = [
     "run_context",
 ]
 
-RULE_IDS: tuple[str, ...] = tuple(rule.RULE_ID for rule in ALL_RULES)
+RULE_IDS: tuple[str, ...] = tuple(rule.RULE_ID for rule in (*ALL_RULES, *JOB_RULES))
 log = logging.getLogger(__name__)
 
 
@@ -56,8 +57,27 @@ def diagnose(profile: Profile, config: DiagnosisConfig = DEFAULT_CONFIG) -> Diag
     views = job_processes(profile)
     for view in views:
         _diagnose_process(view, config, result, view.process if len(views) > 1 else None)
+    if len(views) > 1:
+        result.findings = with_other_ranks(result.findings, views)
+        _diagnose_job(views, config, result)
     result.findings.sort(key=lambda f: f.rank)
     return result
+
+
+def _diagnose_job(views: list[Profile], config: DiagnosisConfig, result: Diagnosis) -> None:
+    """The rules that need every process at once (rank-imbalance)."""
+    contexts = {view.process.proc: run_context(view) for view in views}
+    for rule in JOB_RULES:
+        try:
+            found = rule.check_job(views, config)
+        except Exception as exc:
+            log.debug("rule %s failed", rule.RULE_ID, exc_info=True)
+            result.failed.setdefault(rule.RULE_ID, _one_line(exc))
+            continue
+        for finding in found:
+            proc = finding.process.proc if finding.process is not None else 0
+            fixes = choose_fixes(finding.fixes, contexts[proc])
+            result.findings.append(replace(finding, fixes=fixes))
 
 
 def _diagnose_process(

@@ -144,5 +144,11 @@ class DiagnosisConfig:
     worker_plateau_share: float = 0.9
     worker_epoch_window_s: float = 2.0
 
+    # rank-imbalance: the largest rank's peak (RAM, else GPU allocated) against the median of
+    # the other ranks' peaks: at least rank_imbalance_factor times it and
+    # rank_imbalance_min_bytes above it.
+    rank_imbalance_factor: float = 1.5
+    rank_imbalance_min_bytes: int = 256 * MiB
+
 
 DEFAULT_CONFIG = DiagnosisConfig()

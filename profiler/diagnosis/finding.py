@@ -105,6 +105,11 @@ class Finding:
     process: ProcessInfo | None = None
 
     @property
+    def heading(self) -> str:
+        """The title as views show it: in a job, after the process it is about ("rank 1: …")."""
+        return f"{self.process.label}: {self.title}" if self.process is not None else self.title
+
+    @property
     def rank(self) -> tuple[int, float]:
         return SEVERITY_ORDER[self.severity], self.evidence.start_s
 

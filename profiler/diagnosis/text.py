@@ -35,7 +35,7 @@ def format_location(location: Location) -> str:
 
 
 def format_finding(finding: Finding, number: int, snippets: bool = True) -> list[str]:
-    title = terminal_safe(finding.title)  # may name the target's classes and modules
+    title = terminal_safe(finding.heading)  # may name the target's classes and modules
     lines = [f"{number}. [{finding.severity.upper()}] {title}  ({finding.rule})"]
     lines += _wrap(f"Evidence: {finding.evidence.text} (at {finding.evidence.where()})", INDENT)
     # Unwrapped: a path or a line of code split in two can no longer be copied or clicked.

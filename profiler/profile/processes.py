@@ -78,6 +78,15 @@ class ProcessInfo:
         name = f"rank {self.rank}" if self.rank is not None else f"pid {self.pid or '?'}"
         return f"{name} on {self.node}" if self.node else name
 
+    @property
+    def ended_by(self) -> str:
+        """How it ended, in words, as RunInfo.ended_by says it for the target."""
+        if self.signal is not None:
+            return f"killed by signal {self.signal}"
+        if self.exit_code is not None:
+            return f"exit code {self.exit_code}"
+        return "running at the end" if self.ended is None else "ended (status not seen)"
+
     def apply(self, data: dict[str, Any]) -> None:
         """The fields of a `process` (recorder) or `dist_init` (agent) event."""
         for key in ("pid", "parent", "rank", "local_rank", "world_size", "group_rank"):

@@ -303,7 +303,8 @@ class ProfileBuilder:
             sub.process.apply(data)
             sub.process.started = event.t
             sub.info.pid = sub.process.pid
-            sub.info.argv = sub.process.cmdline[1:]
+            if proc:  # the target's own argv is the run's
+                sub.info.argv = sub.process.cmdline[1:]
         elif kind == "dist_init":
             profile.process.apply({k: data.get(k) for k in ("rank", "world_size")})
         elif kind == "child_role":

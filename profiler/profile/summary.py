@@ -12,6 +12,7 @@ import numpy as np
 
 from profiler.profile.attachments import cuda_snapshots, describe_snapshot
 from profiler.profile.model import Profile
+from profiler.profile.processes import ProcessInfo
 from profiler.profile.series import process_tree_bytes
 from profiler.terminal_text import terminal_safe
 from profiler.units import format_bytes, format_duration
@@ -98,6 +99,45 @@ def _children(profile: Profile) -> list[ChildSummary]:
     return out
 
 
+@dataclass(frozen=True)
+class ProcessSummary:
+    """One process of the run (the target, a rank, a spawned worker) for the per-rank table."""
+
+    process: ProcessInfo
+    iterations: int
+    ram: Peak | None  # its own RSS peak
+    gpu_allocated: Peak | None
+    ended_by: str
+
+
+def summarize_processes(profile: Profile) -> list[ProcessSummary]:
+    """The target, then every other process of the job, by the same peaks as summarize()."""
+    out = []
+    for view in (profile, *profile.subprocesses.values()):
+        s = summarize(view)
+        ended = view.info.ended_by if view is profile else view.process.ended_by
+        out.append(ProcessSummary(view.process, s.iterations, s.ram, s.gpu_allocated, ended))
+    return out
+
+
+def process_to_json(p: ProcessSummary) -> dict[str, Any]:
+    """One entry of `report --json`'s "processes"."""
+    info = p.process
+    return {
+        "proc": info.proc,
+        "pid": info.pid,
+        "parent": info.parent,
+        "rank": info.rank,
+        "role": info.role,
+        "label": info.label,
+        "iterations": p.iterations,
+        "peak_ram_bytes": p.ram.bytes if p.ram is not None else None,
+        "peak_gpu_allocated_bytes": p.gpu_allocated.bytes if p.gpu_allocated else None,
+        "exit_code": info.exit_code,
+        "signal": info.signal,
+    }
+
+
 def to_json(profile: Profile, findings: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The `memsight report --json` object (schema in docs/architecture.md; keys may be added)."""
     s = summarize(profile)
@@ -164,6 +204,7 @@ def to_json(profile: Profile, findings: list[dict[str, Any]] | None = None) -> d
             }
             for c in cuda_snapshots(profile)
         ],
+        "processes": [process_to_json(p) for p in summarize_processes(profile)],
         "findings": findings or [],
     }
 
@@ -215,6 +256,8 @@ def format_text(profile: Profile, name: str) -> str:
             )
         if len(s.children) > 20:
             lines.append(f"  … and {len(s.children) - 20} more")
+    if profile.subprocesses:
+        lines += ["", *_process_table(profile)]
     snapshots = cuda_snapshots(profile)
     if snapshots:
         lines += ["", f"CUDA memory snapshots ({len(snapshots)})"]
@@ -226,6 +269,27 @@ def format_text(profile: Profile, name: str) -> str:
         lines += ["", "Warnings"]
         lines += [f"  {one(w)}" for w in profile.warnings]
     return "\n".join(lines) + "\n"
+
+
+def _process_table(profile: Profile) -> list[str]:
+    """The job's processes, one line each: the per-rank table of `memsight report`."""
+    processes = summarize_processes(profile)
+    lines = [
+        f"Processes of the job ({len(processes)})",
+        f"  {'process':<22} {'role':<18} {'peak RAM':>11} {'peak GPU':>11} "
+        f"{'iterations':>10}  ended",
+    ]
+    for p in processes[:64]:
+        label = p.process.label if p.process.proc else f"{p.process.label} (target)"
+        gpu = format_bytes(p.gpu_allocated.bytes) if p.gpu_allocated is not None else "—"
+        ram = format_bytes(p.ram.bytes) if p.ram is not None else "—"
+        lines.append(
+            f"  {terminal_safe(label):<22} {p.process.role:<18} {ram:>11} {gpu:>11} "
+            f"{p.iterations:>10,}  {p.ended_by}"
+        )
+    if len(processes) > 64:
+        lines.append(f"  … and {len(processes) - 64} more")
+    return lines
 
 
 def unrecorded_output(profile: Profile) -> str | None:

@@ -12,7 +12,7 @@ import pytest
 from profiler import protocol
 from profiler.diagnosis import DEFAULT_CONFIG, diagnose, get_fix
 from profiler.diagnosis import rules as rules_package
-from profiler.diagnosis.rules import ALL_RULES
+from profiler.diagnosis.rules import ALL_RULES, JOB_RULES
 from profiler.profile.model import Event, Profile, SampleTable
 from tests.factories import GiB, MiB, census, holder, oom_event, profile, ram, spans, steps, table
 from tests.support import ROOT
@@ -628,10 +628,11 @@ FIRES = {
 
 def test_every_rule_module_is_registered_once_under_its_own_id() -> None:
     modules = sorted(m.name for m in pkgutil.iter_modules(rules_package.__path__))
-    registered = sorted(rule.__name__.rpartition(".")[2] for rule in ALL_RULES)
+    every = (*ALL_RULES, *JOB_RULES)  # per process, and over the whole job
+    registered = sorted(rule.__name__.rpartition(".")[2] for rule in every)
     assert registered == modules  # no rule module left out, none registered twice
     assert len(RULES) == len(ALL_RULES)
-    for rule in ALL_RULES:
+    for rule in every:
         module = rule.__name__.rpartition(".")[2]
         assert module.replace("_", "-") == rule.RULE_ID
 
@@ -662,4 +663,4 @@ def test_the_rules_with_a_case_here_are_exactly_the_registered_ones() -> None:
 
 def test_every_registered_rule_is_documented_and_only_those() -> None:
     documented = re.findall(r"^### `([a-z-]+)`", (ROOT / "docs" / "rules.md").read_text(), re.M)
-    assert sorted(documented) == sorted(RULES)
+    assert sorted(documented) == sorted([*RULES, *(rule.RULE_ID for rule in JOB_RULES)])

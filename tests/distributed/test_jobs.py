@@ -93,6 +93,29 @@ sys.stdout.flush()
 os._exit(0)
 """
 
+RANK_0_GATHERS = """
+import os, sys
+import torch
+import torch.distributed as dist
+from torch import nn
+
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+model = nn.parallel.DistributedDataParallel(nn.Linear(128, 128))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+gathered = []
+for step in range(40):
+    loss = model(torch.randn(32, 128)).pow(2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    if rank == 0 and step >= 10:  # rank 0 keeps what it collects: 20 MiB a step from step 10
+        gathered.append(torch.ones(5 * 1024 * 1024))
+dist.barrier()
+sys.stdout.flush()
+os._exit(0)
+"""
+
 PARENT = """
 import json, os, subprocess, sys
 child = subprocess.run([sys.executable, "child.py"], capture_output=True, text=True, check=True)
@@ -165,6 +188,26 @@ def test_an_out_of_memory_error_on_one_rank_is_reported_for_that_rank(tmp_path: 
     assert oom.process is not None and oom.process.rank == 1
     assert "11 optimizer steps" in oom.title  # rank 1's own steps, the launcher has none
     assert "ddp_oom.py:17" in oom.evidence.text  # the line of the rank's code
+
+
+def test_rank_0_keeping_what_it_gathers_is_a_rank_imbalance_named_with_its_step(
+    tmp_path: Path,
+) -> None:
+    write_script(tmp_path, "gather.py", RANK_0_GATHERS)
+    traced = run_memsight(
+        ["-m", "torch.distributed.run", "--nproc_per_node", "2", "gather.py"],
+        tmp_path,
+        timeout=300,
+    )
+    assert traced.returncode == 0, traced.stderr[-3000:]
+    findings = diagnose(traced.profile()).findings
+    (imbalance,) = [f for f in findings if f.rule == "rank-imbalance"]
+    assert imbalance.severity == "warning"
+    assert imbalance.process is not None and imbalance.process.rank == 0
+    numbers = imbalance.evidence.numbers
+    assert numbers["peak_bytes"] - numbers["others_median_bytes"] >= 500 * MiB  # type: ignore[operator]
+    # It pulls away once it starts keeping tensors, at step 10 or a little after
+    assert "iteration 1" in imbalance.evidence.text, imbalance.evidence.text
 
 
 def test_mp_spawn_processes_are_named_by_the_rank_init_process_group_gave_them(

@@ -163,3 +163,44 @@ def test_a_snapshot_of_a_job_keeps_its_processes(tmp_path: Path) -> None:
     assert sorted(copy.subprocesses) == [1, 2]
     assert copy.subprocesses[2].process.rank == 1
     assert np.array_equal(copy.subprocesses[2].ram["rss"], profile.subprocesses[2].ram["rss"])  # type: ignore[index]
+
+
+def test_report_json_lists_every_process_with_its_peak_iterations_and_end(tmp_path: Path) -> None:
+    from profiler.profile.summary import format_text, to_json
+
+    profile = load_profile(job(tmp_path))
+    processes = to_json(profile)["processes"]
+    assert [(p["proc"], p["pid"], p["rank"], p["role"]) for p in processes] == [
+        (0, 100, None, "other"),
+        (1, 101, 0, "rank"),
+        (2, 102, 1, "rank"),
+    ]
+    launcher, rank0, rank1 = processes
+    assert (launcher["iterations"], rank0["iterations"], rank1["iterations"]) == (0, 3, 4)
+    assert (rank0["peak_ram_bytes"], rank1["peak_ram_bytes"]) == (210 << 20, 320 << 20)
+    assert rank0["peak_gpu_allocated_bytes"] is None
+    assert (launcher["exit_code"], rank0["exit_code"], rank1["signal"]) == (1, 0, 9)
+    assert rank0["parent"] == 100
+    text = format_text(profile, "job.memsight")
+    assert "Processes of the job (3)" in text
+    assert "rank 1" in text and "killed by signal 9" in text
+
+
+def test_a_single_process_report_has_one_process_and_no_job_table(tmp_path: Path) -> None:
+    from profiler.profile.summary import format_text, to_json
+
+    path = write(
+        tmp_path / "one.memsight",
+        rows(RAM_TABLE, (T0, 5 << 20, 6 << 20, 0, 1)),
+        events({"t": T0 + MS, "type": "exit", "exit_code": 0}),
+        processes=False,
+    )
+    profile = load_profile(path)
+    (only,) = to_json(profile)["processes"]
+    assert (only["proc"], only["role"], only["peak_ram_bytes"], only["exit_code"]) == (
+        0,
+        "other",
+        6 << 20,
+        0,
+    )
+    assert "Processes of the job" not in format_text(profile, "one.memsight")

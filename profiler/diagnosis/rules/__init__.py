@@ -1,4 +1,5 @@
-"""One module per diagnosis rule, each with RULE_ID and check(profile, config)."""
+"""One module per diagnosis rule, each with RULE_ID and check(profile, config), or, for a rule
+about the whole job, check_job(views, config)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from profiler.diagnosis.rules import (
     no_mixed_precision,
     non_pytorch_gpu_memory,
     out_of_memory,
+    rank_imbalance,
     run_failed,
     too_short_to_judge,
 )
@@ -35,3 +37,6 @@ ALL_RULES = (
     too_short_to_judge,
     allocator_retention,
 )
+
+# Rules that need the whole job (every process at once): check_job(views, config).
+JOB_RULES = (rank_imbalance,)
