@@ -36,7 +36,7 @@ from profiler.profile.series import (
     Series,
     process_tree_bytes,
 )
-from profiler.profile.summary import summarize, unrecorded_output
+from profiler.profile.summary import summarize, summarize_processes, unrecorded_output
 from profiler.protocol import STDERR
 from profiler.report.decimate import envelope
 from profiler.units import format_bytes, format_duration, format_signed_bytes
@@ -151,7 +151,7 @@ def _findings(diagnosis: Diagnosis) -> list[dict[str, Any]]:
                 "rule": finding.rule,
                 "severity": finding.severity,
                 "severity_label": SEVERITY_LABELS[finding.severity],
-                "title": finding.title,
+                "title": finding.heading,
                 "explanation": finding.explanation,
                 "evidence": e.text,
                 "span": e.where(),
@@ -163,6 +163,24 @@ def _findings(diagnosis: Diagnosis) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def _processes(profile: Profile) -> list[dict[str, Any]]:
+    """The job's per-rank table (summary.summarize_processes); empty for one process."""
+    if not profile.subprocesses:
+        return []
+    return [
+        {
+            "label": p.process.label + (" (target)" if p.process.proc == 0 else ""),
+            "role": p.process.role,
+            "pid": p.process.pid if p.process.pid is not None else "",
+            "peak_ram": format_bytes(p.ram.bytes) if p.ram is not None else "—",
+            "peak_gpu": format_bytes(p.gpu_allocated.bytes) if p.gpu_allocated else "—",
+            "iterations": f"{p.iterations:,}",
+            "ended": p.ended_by,
+        }
+        for p in summarize_processes(profile)
+    ]
 
 
 def _contents_row(row: ContentsRow, gone: bool = False) -> dict[str, Any]:
@@ -311,6 +329,7 @@ def report_context(profile: Profile, diagnosis: Diagnosis, name: str) -> dict[st
             }
             for c in s.children
         ],
+        "processes": _processes(profile),
         "exception": _exception(profile),
         "output": output,
         "output_total": output_total,
