@@ -44,6 +44,7 @@ _SPECIAL_EVENTS = frozenset(
         "warning",
         "name",
         "process",
+        "process_exit",
         "dist_init",
         "child_role",
     }
@@ -124,6 +125,7 @@ class ProfileBuilder:
         self.budget = budget
         self.schemas: dict[int, TableSchema] = {}
         self._shared: dict[int, str] = {}  # table id -> kind, for the procs_ tables
+        self._announced: set[int] = set()  # processes whose first `process` event was seen
         self._pending: dict[int, list[tuple[int, bytes]]] = {}
         self._t0: int | None = self.profile.info.t0_ns
         self._decoders: dict[int, codecs.IncrementalDecoder] = {}
@@ -301,10 +303,14 @@ class ProfileBuilder:
         if kind == "process":
             sub = self._process(proc)
             sub.process.apply(data)
-            sub.process.started = event.t
+            if proc not in self._announced:  # the recorder's, at its hello: it started then
+                self._announced.add(proc)
+                sub.process.started = event.t
             sub.info.pid = sub.process.pid
             if proc:  # the target's own argv is the run's
                 sub.info.argv = sub.process.cmdline[1:]
+        elif kind == "process_exit":  # a node's process, in a merged job (profile/merge.py)
+            self._ended(profile, event.t, data)
         elif kind == "dist_init":
             profile.process.apply({k: data.get(k) for k in ("rank", "world_size")})
         elif kind == "child_role":
@@ -407,8 +413,11 @@ class ProfileBuilder:
         """A child exited: if it ran the agent, its process ends there (with its status, when
         the recorder read it)."""
         sub = self._by_pid(pid)
-        if sub is None:
-            return
+        if sub is not None:
+            self._ended(sub, t, data)
+
+    @staticmethod
+    def _ended(sub: Profile, t: float, data: dict[str, Any]) -> None:
         process = sub.process
         process.ended = sub.info.end_t = t
         process.exit_code = sub.info.exit_code = _opt_int(data.get("exit_code"))

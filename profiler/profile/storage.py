@@ -227,6 +227,25 @@ def decode_profile(data: bytes, name: str = "<memory>") -> Profile:
     return profile
 
 
+def read_frames(path: str | os.PathLike[str]) -> tuple[Profile, list[tuple[int, bytes]]]:
+    """A profile file's Profile and its frames, each (kind, payload) inflated, in file order.
+
+    The file is loaded first (load_profile: every check and bound applies), so a file that
+    does not load raises ProfileError here too."""
+    profile = load_profile(path)
+    name = os.fspath(path)
+    with open(name, "rb") as f:
+        data = f.read()
+    frames = []
+    scan = _FrameScan(data)
+    try:
+        for kind, payload in scan:
+            frames.append(protocol.unpack_payload(kind, payload, limit=protocol.MAX_FILE_PAYLOAD))
+    except _DECODE_ERRORS as exc:
+        raise scan.error(name, exc) from None
+    return profile, frames
+
+
 COMPACT_ROWS = 1 << 16
 COMPACT_EVENTS = 20_000
 

@@ -1,0 +1,248 @@
+"""One job profile from the profiles the nodes of a multi-node job wrote (`memsight merge`).
+
+Each node runs its own `memsight run ... torchrun --nnodes K ...` and records its own tree on
+its own monotonic clock. The first input's run is the job's: its target stays process 0, its
+processes keep their numbers. Every process of every other input (its target included)
+becomes a process of the job with the next free number, its `process` event naming the node
+(the input's hostname), its rows moved into the procs_ tables (profile/processes.py), its
+events tagged with its new number.
+
+Clocks: input i's times are shifted onto input 0's monotonic clock by the difference of their
+wall-clock starts (RunInfo.start_time, taken right after t0_ns): shift_i = (W_i - W_0) -
+(t0_i - t0_0). The start times have millisecond precision, so the alignment is exact to about
+1 ms between two inputs, plus whatever the machines' wall clocks disagree by (NTP keeps it to
+milliseconds on a LAN; memsight cannot measure it). The `merge` event records both.
+
+Left out of the other inputs: their output (the job's output is the first input's), their
+CUDA snapshots, and the recorder's own view of their children (the `children` and `nvml`
+tables, child events): pids of different machines would mix. Their processes' ends are kept
+(as `process_exit` events).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from profiler import protocol
+from profiler.profile import codec
+from profiler.profile.model import TIME_COLUMNS, Profile
+from profiler.profile.processes import PROC_COLUMN, shared_table_base, shared_table_name
+from profiler.profile.storage import PROCESSES_VERSION, file_header, read_frames
+from profiler.protocol import TableSchema
+
+ALIGNMENT_ERROR_MS = 1.0  # two start times rounded to the millisecond
+_FIRST_SHARED_ID = 200  # ids for procs_ tables the first input lacks
+# A node's recorder-only views of its own machine, meaningless beside another machine's pids.
+_LOCAL_TABLES = frozenset({"children", "nvml"})
+_LOCAL_EVENTS = frozenset(
+    {
+        "child_started",
+        "child_role",
+        "recording_end",
+        "connection_rejected",
+        "frame_rejected",
+        "attachment",
+        "cuda_snapshot",
+    }
+)
+
+
+class MergeError(Exception):
+    """An input that cannot be merged: one line, naming the file."""
+
+
+@dataclass(frozen=True)
+class MergedInput:
+    path: str
+    hostname: str
+    shift_ns: int  # added to every time of this input
+    first_proc: int  # the job's number for its target; its process k is first_proc + k
+
+
+def merge_profiles(paths: list[str], out: str | os.PathLike[str]) -> list[MergedInput]:
+    """Write the job profile of `paths` (at least one) to `out`; what each input became."""
+    loaded = [read_frames(path) for path in paths]
+    profiles = [profile for profile, _ in loaded]
+    base = profiles[0]
+    starts = [_start_ns(p, path) for p, path in zip(profiles, paths, strict=True)]
+    t0s = [p.info.t0_ns or 0 for p in profiles]
+    merged: list[MergedInput] = []
+    next_proc = max([0, *base.subprocesses]) + 1
+    writer = _JobWriter(loaded[0][1])
+    for index in range(1, len(paths)):
+        shift = (starts[index] - starts[0]) - (t0s[index] - t0s[0])
+        entry = MergedInput(paths[index], profiles[index].info.hostname, shift, next_proc)
+        writer.add_node(profiles[index], loaded[index][1], entry)
+        merged.append(entry)
+        next_proc += max([0, *profiles[index].subprocesses]) + 1
+    first = MergedInput(paths[0], base.info.hostname, 0, 0)
+    writer.events(
+        [
+            {
+                "t": t0s[0],
+                "type": "merge",
+                "inputs": [
+                    {"file": m.path, "hostname": m.hostname, "offset_ns": m.shift_ns}
+                    for m in [first, *merged]
+                ],
+                "alignment_error_ms": ALIGNMENT_ERROR_MS,
+            },
+            *(
+                {"t": t0s[0], "type": "process", "proc": k, "node": base.info.hostname}
+                for k in (0, *base.subprocesses)
+            ),
+        ]
+    )
+    writer.write(Path(out))
+    return [first, *merged]
+
+
+def _start_ns(profile: Profile, path: str) -> int:
+    try:
+        return int(datetime.fromisoformat(profile.info.start_time).timestamp() * 1e9)
+    except ValueError:
+        raise MergeError(f"{path}: the profile has no start time to align its clock by") from None
+
+
+class _JobWriter:
+    """The output's frames: the first input's as they are, then each node's, rewritten."""
+
+    def __init__(self, base_frames: list[tuple[int, bytes]]) -> None:
+        self.frames: list[bytes] = []
+        self.shared: dict[str, TableSchema] = {}  # procs_ tables by kind
+        self.used_ids: set[int] = set()
+        for kind, payload in base_frames:
+            if kind == protocol.SCHEMA:
+                schema = TableSchema.from_json(protocol.decode_json(payload))
+                self.used_ids.add(schema.id)
+                columns = [c for c, _ in schema.columns]
+                kind_name = shared_table_base(schema.name, columns)
+                if kind_name is not None:
+                    self.shared[kind_name] = schema
+            self.frames.append(protocol.encode_frame(kind, payload, compress=len(payload) > 1024))
+
+    def add_node(
+        self, profile: Profile, frames: list[tuple[int, bytes]], entry: MergedInput
+    ) -> None:
+        schemas: dict[int, TableSchema] = {}
+        events: list[dict[str, Any]] = [self._node_process(profile, entry)]
+        agents = {sub.process.pid: k for k, sub in profile.subprocesses.items()}
+        for kind, payload in frames:
+            if kind == protocol.SCHEMA:
+                schema = TableSchema.from_json(protocol.decode_json(payload))
+                schemas[schema.id] = schema
+            elif kind == protocol.SAMPLES:
+                table_id, encoding, data = protocol.split_samples(payload)
+                schema = schemas[table_id]
+                if schema.name not in _LOCAL_TABLES:
+                    self._rows(schema, codec.decode_sequence(schema, [(encoding, data)]), entry)
+            elif kind == protocol.EVENTS:
+                for event in protocol.check_events(protocol.decode_json(payload)):
+                    moved = self._event(event, entry, agents)
+                    if moved is not None:
+                        events.append(moved)
+        self.events(events)
+
+    def _node_process(self, profile: Profile, entry: MergedInput) -> dict[str, Any]:
+        """The `process` event of a node's target, which becomes a process of the job."""
+        info, process = profile.info, profile.process
+        head = ["-m", info.module] if info.module else [info.script or "?"]
+        event: dict[str, Any] = {
+            "t": (info.t0_ns or 0) + entry.shift_ns,
+            "type": "process",
+            "proc": entry.first_proc,
+            "pid": info.pid,
+            "cmdline": [info.python, *head, *info.argv],
+            "node": entry.hostname,
+        }
+        for key in ("rank", "local_rank", "world_size", "group_rank"):
+            value = getattr(process, key)
+            if value is not None:
+                event[key] = value
+        return event
+
+    def _event(
+        self, event: dict[str, Any], entry: MergedInput, agents: dict[int | None, int]
+    ) -> dict[str, Any] | None:
+        kind = event["type"]
+        if kind in _LOCAL_EVENTS:
+            return None
+        proc = entry.first_proc + int(event.get("proc", 0))
+        moved = dict(event, t=int(event["t"]) + entry.shift_ns, proc=proc)
+        if isinstance(event.get("end"), int):
+            moved["end"] = event["end"] + entry.shift_ns
+        if kind == "child_exited":  # the end of one of its processes, if it ran an agent
+            sub = agents.get(event.get("pid"))
+            if sub is None:
+                return None
+            moved.update(type="process_exit", proc=entry.first_proc + sub)
+        elif kind == "exit":  # its target's own end
+            moved["type"] = "process_exit"
+        elif kind == "process":
+            moved["node"] = entry.hostname
+            if int(event.get("proc", 0)) == 0:
+                return None  # said by _node_process, with what its run metadata knows
+        return moved
+
+    def _rows(self, schema: TableSchema, matrix: np.ndarray, entry: MergedInput) -> None:
+        if not len(matrix):
+            return
+        names = [c for c, _ in schema.columns]
+        matrix = matrix.copy()
+        for i, name in enumerate(names):
+            if name in TIME_COLUMNS:
+                matrix[:, i] += entry.shift_ns
+        kind_name = shared_table_base(schema.name, names)
+        if kind_name is None:  # the node's target's own table: process first_proc
+            kind_name = schema.name
+            column = np.full((len(matrix), 1), entry.first_proc, dtype=np.int64)
+            matrix = np.hstack([matrix[:, :1], column, matrix[:, 1:]])
+            columns = [schema.columns[0], (PROC_COLUMN, "I"), *schema.columns[1:]]
+        else:
+            matrix[:, 1] += entry.first_proc
+            columns = list(schema.columns)
+        shared = self._shared(kind_name, columns)
+        if shared is None:
+            return
+        self.frames.append(
+            protocol.encode_frame(
+                protocol.SAMPLES, codec.encode_columns_packed(shared, matrix), compress=True
+            )
+        )
+
+    def _shared(self, kind_name: str, columns: list[tuple[str, str]]) -> TableSchema | None:
+        shared = self.shared.get(kind_name)
+        if shared is None:
+            table_id = _FIRST_SHARED_ID
+            while table_id in self.used_ids:
+                table_id += 1
+            if table_id > 255:
+                return None
+            self.used_ids.add(table_id)
+            shared = self.shared[kind_name] = TableSchema(
+                table_id, shared_table_name(kind_name), columns
+            )
+            self.frames.append(shared.frame())
+        return shared if shared.columns == columns else None
+
+    def events(self, events: list[dict[str, Any]]) -> None:
+        for start in range(0, len(events), 20_000):
+            batch = events[start : start + 20_000]
+            self.frames.append(protocol.encode_json_frame(protocol.EVENTS, batch, compress=True))
+
+    def write(self, out: Path) -> None:
+        temporary = out.with_name(out.name + ".merging")
+        try:
+            with open(temporary, "wb") as f:
+                f.write(file_header(PROCESSES_VERSION))
+                for frame in self.frames:
+                    f.write(frame)
+            os.replace(temporary, out)
+        finally:
+            temporary.unlink(missing_ok=True)

@@ -1,0 +1,118 @@
+"""`memsight merge` (profiler/profile/merge.py): nodes' profiles into one job on one clock."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from profiler import protocol
+from profiler.profile.storage import load_profile
+from profiler.profile.writer import ProfileWriter
+from profiler.protocol import RAM_TABLE
+from profiler.recorder.blocks import TableBuffer
+from profiler.recorder.session import PROCS_RAM_TABLE
+from tests.support import run_cli
+
+MS = 1_000_000
+MiB = 1 << 20
+
+
+def node(
+    path: Path, host: str, start: str, t0: int, rank: int, rss: int, exit_code: int = 0
+) -> Path:
+    """A node's profile: its torchrun (pid 10) and one rank (pid 11, process 1), each with
+    RAM rows at 0, 1 and 2 s on the node's own monotonic clock."""
+    writer = ProfileWriter(path)
+    run = {"t0_ns": t0, "script": "train.py", "pid": 10, "hostname": host, "start_time": start}
+    writer.write(protocol.encode_json_frame(protocol.RUN, run))
+    writer.mark_processes()
+    ram, procs = TableBuffer(RAM_TABLE), TableBuffer(PROCS_RAM_TABLE)
+    for s in range(3):
+        ram.add((t0 + s * 1000 * MS, 100 * MiB, 100 * MiB, rss, 1 << 30))
+        procs.add((t0 + s * 1000 * MS, 1, rss, rss, 0, 1 << 30))
+    events: list[dict[str, Any]] = [
+        {"t": t0, "type": "process", "proc": 0, "pid": 10},
+        {"t": t0 + 100 * MS, "type": "process", "proc": 1, "pid": 11, "parent": 10, "rank": rank},
+        {"t": t0 + 100 * MS, "type": "child_started", "pid": 11, "ppid": 10, "role": "other"},
+        {"t": t0 + 500 * MS, "type": "exception", "proc": 1, "exc_type": "E", "message": "m"},
+        {"t": t0 + 2500 * MS, "type": "child_exited", "pid": 11, "exit_code": exit_code},
+        {"t": t0 + 3000 * MS, "type": "exit", "exit_code": exit_code},
+        {"t": t0 + 3000 * MS, "type": "recording_end"},
+    ]
+    for frame in (RAM_TABLE.frame(), ram.drain(), PROCS_RAM_TABLE.frame(), procs.drain()):
+        writer.write(frame)
+    writer.write(protocol.encode_json_frame(protocol.EVENTS, events))
+    writer.close()
+    return path
+
+
+def two_nodes(tmp_path: Path) -> tuple[Path, Path]:
+    # The second node started 2.5 s later by the wall clock, on a monotonic clock of its own
+    a = node(
+        tmp_path / "a.memsight", "node-a", "2026-11-24T10:00:00.000+00:00", 5_000 * MS, 0, 300 * MiB
+    )
+    b = node(
+        tmp_path / "b.memsight",
+        "node-b",
+        "2026-11-24T10:00:02.500+00:00",
+        90_000 * MS,
+        1,
+        700 * MiB,
+        1,
+    )
+    return a, b
+
+
+def test_two_nodes_become_one_job_on_the_first_ones_clock(tmp_path: Path) -> None:
+    a, b = two_nodes(tmp_path)
+    done = run_cli("merge", a, b, "-o", tmp_path / "job.memsight", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "clock shifted" in done.stdout and "1 ms" in done.stdout
+    job = load_profile(tmp_path / "job.memsight")
+    # The first node's run is the job's: its target is process 0, its rank keeps number 1
+    assert job.info.hostname == "node-a" and job.process.node == "node-a"
+    rank0 = job.subprocesses[1]
+    assert (rank0.process.rank, rank0.process.node, rank0.process.pid) == (0, "node-a", 11)
+    # The second node's target and rank follow, named by their node
+    target_b, rank1 = job.subprocesses[2], job.subprocesses[3]
+    assert (target_b.process.pid, target_b.process.node, target_b.process.rank) == (
+        10,
+        "node-b",
+        None,
+    )
+    assert (rank1.process.rank, rank1.process.node, rank1.process.label) == (
+        1,
+        "node-b",
+        "rank 1 on node-b",
+    )
+    # Its times are on the job's clock: 2.5 s later than the same moments of the first node
+    assert rank1.ram is not None and list(rank1.ram.t) == pytest.approx([2.5, 3.5, 4.5])
+    assert list(rank1.ram["rss"]) == [700 * MiB] * 3
+    assert target_b.ram is not None and list(target_b.ram["children"]) == [700 * MiB] * 3
+    assert rank1.process.started == pytest.approx(2.6)
+    assert [e.t for e in rank1.events_of("exception")] == pytest.approx([3.0])
+    # How they ended comes along; the first node's children table stays its own
+    assert (rank1.process.exit_code, rank1.process.ended) == (1, pytest.approx(5.0))
+    assert (target_b.process.exit_code, target_b.process.ended) == (1, pytest.approx(5.5))
+    assert set(job.children) == {11}
+    merge = next(job.events_of("merge"))
+    assert [i["hostname"] for i in merge.get("inputs")] == ["node-a", "node-b"]
+    assert merge.get("alignment_error_ms") == 1.0
+
+
+def test_merge_refuses_to_overwrite_and_names_an_unreadable_input(tmp_path: Path) -> None:
+    a, b = two_nodes(tmp_path)
+    out = tmp_path / "job.memsight"
+    out.write_bytes(b"keep me")
+    refused = run_cli("merge", a, b, "-o", out, cwd=tmp_path)
+    assert refused.returncode == 2 and "exists" in refused.stderr and out.read_bytes() == b"keep me"
+    assert run_cli("merge", a, b, "-o", a, cwd=tmp_path).returncode == 2
+    (tmp_path / "bad.memsight").write_bytes(b"not a profile")
+    bad = run_cli(
+        "merge", a, tmp_path / "bad.memsight", "-o", tmp_path / "j2.memsight", cwd=tmp_path
+    )
+    assert bad.returncode == 1 and "bad.memsight" in bad.stderr
+    assert bad.stderr.count("\n") == 1 and not (tmp_path / "j2.memsight").exists()
+    assert run_cli("merge", a, b, "-o", out, "--force", cwd=tmp_path).returncode == 0
