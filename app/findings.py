@@ -68,7 +68,7 @@ def location_html(index: int, location: Location, cwd: str = "") -> str:
 def finding_html(finding: Finding, cwd: str = "") -> str:
     color = SEVERITY_COLORS[finding.severity]
     parts = [
-        f"<h3 style='margin:0'>{_e(finding.title)}</h3>",
+        f"<h3 style='margin:0'>{_e(finding.heading)}</h3>",
         f"<p style='margin-top:2px'><b style='color:{color}'>"
         f"{SEVERITY_LABELS[finding.severity]}</b> &middot; <code>{_e(finding.rule)}</code></p>",
         f"<p><b>Evidence:</b> {_e(finding.evidence.text)}<br>"
@@ -104,7 +104,7 @@ def finding_html(finding: Finding, cwd: str = "") -> str:
 def overview_html(findings: list[Finding]) -> str:
     items = "".join(
         f"<li><b style='color:{SEVERITY_COLORS[f.severity]}'>{SEVERITY_LABELS[f.severity]}</b> "
-        f"{_e(f.title)}<br><span style='color:gray'>{_e(f.evidence.text)}</span></li>"
+        f"{_e(f.heading)}<br><span style='color:gray'>{_e(f.evidence.text)}</span></li>"
         for f in findings
     )
     return (
@@ -185,8 +185,8 @@ class FindingsPanel(QWidget):
         """Show new findings, keeping the selected rule selected when it is still there."""
         previous = self.selected
         keep = (previous.rule, previous.evidence.plot) if previous is not None else None
-        same = [(f.rule, f.title) for f in diagnosis.findings] == [
-            (f.rule, f.title) for f in self.diagnosis.findings
+        same = [(f.rule, f.heading) for f in diagnosis.findings] == [
+            (f.rule, f.heading) for f in self.diagnosis.findings
         ]
         self.profile, self.diagnosis, self.final = profile, diagnosis, final
         self._update_header()
@@ -196,7 +196,7 @@ class FindingsPanel(QWidget):
         self.list.blockSignals(True)
         self.list.clear()
         for finding in diagnosis.findings:
-            title = shorten(finding.title)
+            title = shorten(finding.heading)
             item = QListWidgetItem(f"{SEVERITY_LABELS[finding.severity]}  ·  {title}")
             item.setForeground(QColor(SEVERITY_COLORS[finding.severity]))
             item.setToolTip(tooltip(finding.evidence.text))

@@ -121,6 +121,10 @@ class MainWindow(QMainWindow):
         self.setup_panel.stopRequested.connect(self.stop_run)
         self.setup_panel.scriptChosen.connect(self.open_script)
         self.timeline.followChanged.connect(self.follow_action.setChecked)
+        # A job's process chosen on the timeline: the contents panel reads its censuses.
+        self.timeline.processChosen.connect(
+            lambda shown: self.contents.set_profile(shown, running=self.timeline.running)
+        )
         self.timer = QTimer(self)
         self.timer.setInterval(REFRESH_MS)
         self.timer.timeout.connect(self._tick)
@@ -476,6 +480,8 @@ class MainWindow(QMainWindow):
         if finding is None:
             self.timeline.clear_highlight()
             return
+        if finding.process is not None:  # a rank's finding is shown on that rank's curves
+            self.timeline.select_process(finding.process.proc)
         evidence = finding.evidence
         self.timeline.highlight(evidence.start_s, evidence.end_s, evidence.plot)
 

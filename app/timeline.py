@@ -14,7 +14,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt, Signal
 from PySide6.QtGui import QColor, QPalette
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from app.plaintext import line_label, tooltip
 from profiler import protocol
@@ -45,6 +45,16 @@ MIN_LEVEL_POINTS = 2048  # phase shading is drawn only when this few spans are i
 
 # Curves and marks take their colours from profiler.profile.series, shared with the report.
 COLORS = MARK_COLORS
+# The other processes of a job (ranks, spawned workers), overlaid on the RAM plot: colours
+# apart from the target's series.
+PROCESS_COLORS = ("#e377c2", "#bcbd22", "#8c564b", "#17becf", "#9467bd", "#7f7f7f")
+
+
+def process_label(profile: Profile) -> str:
+    """How the timeline names one process of a job: "rank 1 (RSS)", "pid 42 (RSS)"."""
+    return f"{profile.process.label} (RSS)"
+
+
 CENSUS_COLOR = "#8e44ad"  # the census the contents panel shows: apart from every other mark
 
 
@@ -173,10 +183,17 @@ class TimelineView(QWidget):
     """RAM and GPU timelines with markers; emits followChanged when the user takes over."""
 
     followChanged = Signal(bool)
+    # The process of a job now drawn (its Profile) after the user or a finding chose it.
+    processChosen = Signal(object)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        # The run as opened (a job: the target and its other processes), and the process
+        # whose curves, marks and phases are drawn: the target, or the one chosen.
+        self.job: Profile | None = None
         self.profile: Profile | None = None
+        self.selected: int | None = None  # None: the whole job, the others overlaid
+        self.process_curves: dict[int, _Series] = {}
         self.follow = True
         self.running = False
         self._programmatic_range = False
@@ -194,10 +211,20 @@ class TimelineView(QWidget):
         self.readout.setObjectName("readout")
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.ci.setSpacing(2)
+        # A job's processes: the whole job (each process' RSS overlaid), or one alone.
+        self.process_choice = QComboBox()
+        self.process_choice.setToolTip("Show the whole job, or one process of it alone")
+        self.process_choice.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.process_choice.hide()
+        self.process_choice.currentIndexChanged.connect(self._on_process_chosen)
+        top = QHBoxLayout()
+        top.setContentsMargins(0, 0, 0, 0)
+        top.addWidget(self.readout, 1)
+        top.addWidget(self.process_choice)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
-        layout.addWidget(self.readout)
+        layout.addLayout(top)
         layout.addWidget(self.graphics, 1)
 
         self.ram_plot = self._make_plot("RAM", row=0)
@@ -276,17 +303,41 @@ class TimelineView(QWidget):
     def set_profile(self, profile: Profile | None, running: bool = False) -> None:
         self.clear_highlight()
         self.mark_times([])
-        self.profile = profile
+        self.job = self.profile = profile
+        self.selected = None
         self.running = running
         self.follow = True
+        self._redraw()
+        if not running:
+            self.zoom_to_fit()
+
+    def select_process(self, proc: int | None) -> None:
+        """Draw process `proc` of the job alone (0: the target), or the whole job (None)."""
+        job = self.job
+        if job is None or proc == self.selected:
+            return
+        if proc is not None and proc != 0 and proc not in job.subprocesses:
+            return
+        self.selected = proc
+        self.profile = job if proc in (None, 0) else job.subprocesses[proc]
+        index = self.process_choice.findData(-1 if proc is None else proc)
+        if index >= 0 and index != self.process_choice.currentIndex():
+            self.process_choice.blockSignals(True)
+            self.process_choice.setCurrentIndex(index)
+            self.process_choice.blockSignals(False)
+        self._redraw()
+        self.processChosen.emit(self.profile)
+
+    def _redraw(self) -> None:
+        """Every curve and mark again, from the shown profile's first row."""
         for curve in self.curves.values():
             curve.reset()
+        self._clear_process_curves()
         self._gpu_device = None
         self._marker_rows = (-1, -1, -1)
         self.refresh(force=True)
-        if not running:
+        if not self.running:
             self._build_levels()
-            self.zoom_to_fit()
 
     def set_running(self, running: bool) -> None:
         self.running = running
@@ -376,12 +427,16 @@ class TimelineView(QWidget):
         if profile is None:
             for curve in self.curves.values():
                 curve.reset()
+            self._clear_process_curves()
             self.no_gpu.hide()
+            self.process_choice.hide()
             return
         if force:
             for curve in self.curves.values():
                 curve.reset()
+        self._sync_process_choice()
         self._refresh_ram(profile)
+        self._refresh_processes()
         self._refresh_gpu(profile)
         self._limits(profile)
         self._refresh_markers(profile, force)
@@ -401,6 +456,54 @@ class TimelineView(QWidget):
         for series in (MAIN_RSS, MAIN_PEAK, WORKERS):
             self.curves[series.key].extend(t, ram[series.key][start:rows], rows)
         self.curves[PROCESS_TREE.key].extend(t, process_tree_bytes(ram, start, rows), rows)
+
+    def _sync_process_choice(self) -> None:
+        """The selector lists the job's processes as they appear (a live job grows)."""
+        job = self.job
+        subprocesses = job.subprocesses if job is not None else {}
+        self.process_choice.setVisible(bool(subprocesses))
+        if not subprocesses or self.process_choice.count() == len(subprocesses) + 2:
+            return
+        assert job is not None
+        self.process_choice.blockSignals(True)
+        self.process_choice.clear()
+        self.process_choice.addItem("Whole job", -1)
+        self.process_choice.addItem(f"{job.process.label} (target)", 0)
+        for number, sub in subprocesses.items():
+            self.process_choice.addItem(process_label(sub), number)
+        index = self.process_choice.findData(-1 if self.selected is None else self.selected)
+        self.process_choice.setCurrentIndex(max(0, index))
+        self.process_choice.blockSignals(False)
+
+    def _on_process_chosen(self, index: int) -> None:
+        data = self.process_choice.itemData(index)
+        if isinstance(data, int):
+            self.select_process(None if data < 0 else data)
+
+    def _refresh_processes(self) -> None:
+        """The whole job: each other process' own RSS beside the target's curves."""
+        job = self.job
+        if job is None or self.selected is not None:
+            return
+        for number, sub in job.subprocesses.items():
+            ram = sub.ram
+            if ram is None or not len(ram):
+                continue
+            curve = self.process_curves.get(number)
+            if curve is None:
+                color = PROCESS_COLORS[(number - 1) % len(PROCESS_COLORS)]
+                series = Series(f"proc{number}", process_label(sub), color)
+                curve = self.process_curves[number] = _Series(_curve(self.ram_plot, series))
+            start, rows = curve.source_rows, len(ram)
+            if rows > start:
+                curve.extend(ram.t[start:rows], ram["rss"][start:rows], rows)
+
+    def _clear_process_curves(self) -> None:
+        for curve in self.process_curves.values():
+            self.ram_plot.removeItem(curve.item)
+            if self.ram_plot.legend is not None:
+                self.ram_plot.legend.removeItem(curve.item)
+        self.process_curves = {}
 
     def _refresh_gpu(self, profile: Profile) -> None:
         gpu = profile.gpu
@@ -597,12 +700,15 @@ class TimelineView(QWidget):
                 self._build_levels()
             low, high = self.lane.getViewBox().viewRange()[0]
             pixels = int(self.lane.getViewBox().width()) or 1000
-            for curve in self.curves.values():
+            for curve in self._all_curves():
                 curve.show_range(low, high, pixels)
+
+    def _all_curves(self) -> list[_Series]:
+        return [*self.curves.values(), *self.process_curves.values()]
 
     def _build_levels(self) -> None:
         self._levels_built = True
-        for curve in self.curves.values():
+        for curve in self._all_curves():
             curve.build_levels()
 
     def _on_mouse_moved(self, pos: QPointF) -> None:
