@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from profiler.profile.columns import ColumnStore
-from profiler.profile.processes import ProcessInfo
+from profiler.profile.processes import ProcessInfo, ended_by
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -147,11 +147,7 @@ class RunInfo:
 
     @property
     def ended_by(self) -> str:
-        if self.signal is not None:
-            return f"killed by signal {self.signal}"
-        if self.exit_code is not None:
-            return f"exit code {self.exit_code}"
-        return "unknown (recording cut off)"
+        return ended_by(self.exit_code, self.signal, "unknown (recording cut off)")
 
 
 @dataclass

@@ -44,6 +44,15 @@ def shared_table_base(name: str, columns: list[str]) -> str | None:
     return None
 
 
+def ended_by(exit_code: int | None, signal: int | None, unknown: str) -> str:
+    """How a process ended, in words: its signal, else its exit code, else `unknown`."""
+    if signal is not None:
+        return f"killed by signal {signal}"
+    if exit_code is not None:
+        return f"exit code {exit_code}"
+    return unknown
+
+
 @dataclass
 class ProcessInfo:
     """Who one process of the job is, and how it ended (None: not known)."""
@@ -81,11 +90,8 @@ class ProcessInfo:
     @property
     def ended_by(self) -> str:
         """How it ended, in words, as RunInfo.ended_by says it for the target."""
-        if self.signal is not None:
-            return f"killed by signal {self.signal}"
-        if self.exit_code is not None:
-            return f"exit code {self.exit_code}"
-        return "running at the end" if self.ended is None else "ended (status not seen)"
+        unknown = "running at the end" if self.ended is None else "ended (status not seen)"
+        return ended_by(self.exit_code, self.signal, unknown)
 
     def apply(self, data: dict[str, Any]) -> None:
         """The fields of a `process` (recorder) or `dist_init` (agent) event."""
