@@ -43,12 +43,18 @@ while time.monotonic() < end:
 
 
 @contextmanager
-def recorded(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int, Path]]:
-    """memsight run of RECORD_SIGNALS, in a session of its own: (memsight, target pid, log)."""
-    script = write_script(tmp_path, "target.py", RECORD_SIGNALS)
+def recorded(
+    tmp_path: Path, source: str = RECORD_SIGNALS, *extra: str, plain: bool = False
+) -> Iterator[tuple[subprocess.Popen[bytes], int, Path]]:
+    """memsight run (or, `plain`, python) of `source`, in a session of its own:
+    (memsight, target pid, log)."""
+    script = write_script(tmp_path, "target.py", source)
     pid_file, log = tmp_path / "pid", tmp_path / "signals"
+    args = [script, pid_file, log, *extra]
     proc = subprocess.Popen(
-        memsight_command("run", "-q", "-o", tmp_path / "p.memsight", script, pid_file, log),
+        [sys.executable, *map(str, args)]
+        if plain
+        else memsight_command("run", "-q", "-o", tmp_path / "p.memsight", *args),
         cwd=tmp_path,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -147,22 +153,8 @@ def test_a_signal_sent_to_the_process_group_outside_a_terminal_reaches_the_targe
 ) -> None:
     # As a job runner or `kill -INT -PGID` sends it: to every process of the group, memsight
     # included, in a session with no terminal. Under plain python the target gets it once.
-    script = write_script(tmp_path, "target.py", NOTE_SIGNALS_UNTIL_TERM)
-    pid_file, log = tmp_path / "pid", tmp_path / "signals"
-    args = [script, pid_file, log, signum.name]
-    command = memsight_command("run", "-q", "-o", tmp_path / "p.memsight", *args)
-    proc = subprocess.Popen(
-        command if under == "memsight" else [sys.executable, *map(str, args)],
-        cwd=tmp_path,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    target = 0
-    try:
-        wait_until(pid_file.exists, 30, "the target to start")
-        target = int(pid_file.read_text())
+    source, plain = NOTE_SIGNALS_UNTIL_TERM, under == "python"
+    with recorded(tmp_path, source, signum.name, plain=plain) as (proc, _target, log):
         os.killpg(proc.pid, signum)
         wait_until(lambda: received(log), 10, "the target to receive the signal")
         # A copy passed on late by memsight would come before the SIGTERM that ends the run.
@@ -170,7 +162,3 @@ def test_a_signal_sent_to_the_process_group_outside_a_terminal_reaches_the_targe
         assert proc.wait(timeout=15) == 0
         notes = received(log)
         assert notes[: notes.index("SIGTERM")] == [signum.name]
-    finally:
-        kill_quietly(target or None)
-        killpg_quietly(proc.pid)
-        proc.wait(timeout=10)
