@@ -325,7 +325,8 @@ def synthetic_seeds() -> list[bytes]:
     )
     output = protocol.output_frame(1, frames.T0 + 500, b"epoch 1 loss 0.5\n", compress=True)
     base = frames.small_profile(rows=200)
-    return [base, base + events + output, frames.small_profile(rows=3) + events]
+    job = frames.small_profile(rows=20) + frames.job_frames()  # a torchrun job's processes
+    return [base, base + events + output, frames.small_profile(rows=3) + events, job]
 
 
 def special_files(folder: Path) -> list[tuple[str, Path]]:

@@ -71,3 +71,26 @@ def huge_length_frame(kind: int = protocol.EVENTS, length: int = 0xFFFFFFFF) -> 
 
 def nested_json_frame(depth: int = 100_000) -> bytes:
     return protocol.encode_frame(protocol.EVENTS, b"[" * depth + b"]" * depth)
+
+
+def job_frames(ranks: int = 2, rows: int = 20) -> bytes:
+    """What a job adds to a profile (profile/processes.py): each rank's `process` event, its
+    rows in procs_ram, and an event of its own."""
+    from profiler.recorder.session import PROCS_RAM_TABLE
+
+    ram = ram_matrix(rows)
+    blocks = []
+    for proc in range(1, ranks + 1):
+        blocks.append(np.insert(ram, 1, proc, axis=1))
+    events = [
+        {"t": T0 + proc, "type": "process", "proc": proc, "pid": 100 + proc, "rank": proc - 1}
+        for proc in range(1, ranks + 1)
+    ]
+    events.append({"t": T0 + 5000, "type": "exception", "proc": 1, "exc_type": "E", "message": "m"})
+    return b"".join(
+        [
+            protocol.encode_json_frame(protocol.EVENTS, events),
+            PROCS_RAM_TABLE.frame(),
+            samples_frame(PROCS_RAM_TABLE, np.vstack(blocks)),
+        ]
+    )
