@@ -16,12 +16,21 @@ import os
 import shutil
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import profiler
+from profiler.gates import (
+    FAIL_ON,
+    GATE_FAILED,
+    findings_failures,
+    growth_failures,
+    parse_percent,
+    peak_failures,
+)
 from profiler.launch.launchers import python_program_on_path
 from profiler.launch.preflight import (
     InvalidSetting,
@@ -41,7 +50,7 @@ from profiler.launch.spec import (
 from profiler.profile.storage import ProfileError, load_profile
 from profiler.profile.summary import format_text, summarize, to_json
 from profiler.terminal_text import terminal_safe
-from profiler.units import format_bytes, format_duration
+from profiler.units import format_bytes, format_duration, parse_bytes
 
 if TYPE_CHECKING:
     from profiler.diagnosis import Diagnosis
@@ -62,6 +71,9 @@ usage:
   memsight export PROFILE --memory-viz OUT.pickle
                                            the CUDA memory snapshot of a run recorded with
                                            --cuda-history, for pytorch.org/memory_viz
+  memsight compare BEFORE AFTER [--json] [--max-growth PCT]
+                                           what a change did: peaks, growth per iteration,
+                                           time per iteration, findings resolved and new
   memsight merge NODE.memsight... -o JOB.memsight
                                            one job profile from the profiles each node of a
                                            multi-node job wrote, on one clock
@@ -77,13 +89,19 @@ options:
 """
 
 
+T = TypeVar("T")
+
+
 class UsageError(Exception):
     """Bad command-line input: reported as `memsight: error: ...` with exit status 2."""
 
 
 # -- run ------------------------------------------------------------------------------------------
 
-_RUN_VALUE_OPTIONS = {"-o", "--out", "--interval-ms", "--python", "--ram-budget", "--census"}
+_RUN_VALUE_OPTIONS = {
+    "-o", "--out", "--interval-ms", "--python", "--ram-budget", "--census",
+    "--fail-on", "--max-peak-ram", "--max-peak-gpu", "--baseline", "--max-growth",
+}  # fmt: skip
 
 
 def _run_parser() -> argparse.ArgumentParser:
@@ -156,7 +174,109 @@ def _run_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "-q", "--quiet", action="store_true", help="print nothing of memsight's own"
     )
+    gate = parser.add_argument_group(
+        "memory gates for CI (any of these implies --check)",
+        f"After the run, print the report and exit with status {GATE_FAILED} and one line "
+        "`memsight: check failed: ...` per gate that failed (the script's own failure keeps "
+        "its own exit status).",
+    )
+    gate.add_argument(
+        "--check", action="store_true", help="print the report and fail on findings (--fail-on)"
+    )
+    gate.add_argument(
+        "--fail-on",
+        choices=FAIL_ON,
+        help="the least severe finding that fails the check (default: warning)",
+    )
+    gate.add_argument(
+        "--max-peak-ram",
+        metavar="SIZE",
+        help="fail when the process tree's peak RAM is above SIZE, e.g. 2GiB",
+    )
+    gate.add_argument(
+        "--max-peak-gpu",
+        metavar="SIZE",
+        help="fail when PyTorch's allocated GPU memory peaks above SIZE on any device",
+    )
+    gate.add_argument(
+        "--baseline",
+        metavar="OLD.memsight",
+        help="a profile of an earlier run to compare the peaks with (see --max-growth)",
+    )
+    gate.add_argument(
+        "--max-growth",
+        metavar="PCT",
+        help="with --baseline: fail when a peak grew more than PCT, e.g. 10%% (default 10%%)",
+    )
     return parser
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    """What `memsight run --check` gates on."""
+
+    fail_on: str
+    max_peak_ram: int | None
+    max_peak_gpu: int | None
+    baseline: str | None
+    max_growth: float
+
+
+def _check_options(options: argparse.Namespace) -> CheckOptions | None:
+    """The gates asked for (None: no --check); a UsageError for a bad value."""
+    asked = options.check or any(
+        value is not None
+        for value in (
+            options.fail_on,
+            options.max_peak_ram,
+            options.max_peak_gpu,
+            options.baseline,
+            options.max_growth,
+        )
+    )
+    if not asked:
+        return None
+    if options.max_growth is not None and options.baseline is None:
+        raise UsageError("--max-growth needs --baseline OLD.memsight to compare with")
+    ram = _gate_value("--max-peak-ram", options.max_peak_ram, parse_bytes)
+    gpu = _gate_value("--max-peak-gpu", options.max_peak_gpu, parse_bytes)
+    growth = _gate_value("--max-growth", options.max_growth, parse_percent)
+    if options.baseline is not None and not os.path.isfile(options.baseline):
+        raise UsageError(f"--baseline: {options.baseline}: no such profile")
+    return CheckOptions(
+        options.fail_on or "warning", ram, gpu, options.baseline, 0.10 if growth is None else growth
+    )
+
+
+def _gate_value(option: str, text: str | None, parse: Callable[[str], T]) -> T | None:
+    if text is None:
+        return None
+    try:
+        return parse(text)
+    except ValueError as exc:
+        raise UsageError(f"{option}: {exc}") from None
+
+
+def _run_check(out: Path, check: CheckOptions, quiet: bool) -> list[str]:
+    """The report of the finished run, then every gate that failed, one line each."""
+    from profiler.comparison import compare
+    from profiler.diagnosis import diagnose
+    from profiler.diagnosis.text import format_findings
+
+    try:
+        profile = load_profile(out)
+        baseline = load_profile(check.baseline) if check.baseline is not None else None
+    except ProfileError as exc:
+        return [f"cannot read a profile: {exc}"]
+    diagnosis = diagnose(profile)
+    if not quiet:
+        report = format_text(profile, str(out)) + "\n" + format_findings(diagnosis)
+        sys.stdout.write(terminal_safe(report, lines=True))
+    failures = findings_failures(diagnosis, check.fail_on)
+    failures += peak_failures(profile, check.max_peak_ram, check.max_peak_gpu)
+    if baseline is not None:
+        failures += growth_failures(compare(baseline, profile), check.max_growth)
+    return failures
 
 
 def _cuda_history(value: str | None) -> int:
@@ -321,6 +441,7 @@ def cmd_run(argv: Sequence[str], end_like_target: bool = False) -> int:
     options = _run_parser().parse_args(option_args)
     if target is None:
         raise UsageError("a SCRIPT (or -m MODULE) to run is required")
+    check = _check_options(options)
     spec = build_spec(options, target, is_module, target_args)
     out = _out_path(spec, options.out)
     # Outside a terminal's foreground no Ctrl+C comes, but a signal sent to our process group
@@ -391,10 +512,17 @@ def cmd_run(argv: Sequence[str], end_like_target: bool = False) -> int:
         recording.restore_terminal()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    if not options.quiet:
+    if not options.quiet and check is None:
         _report_saved(out)
+    failures = _run_check(out, check, options.quiet) if check is not None else []
+    for failure in failures:
+        sys.stderr.write(f"memsight: check failed: {terminal_safe(failure)}\n")
+    if check is not None and not failures and not options.quiet:
+        sys.stderr.write("memsight: check passed\n")
     if status.signal is not None and end_like_target:
         _die_by(status.signal)
+    if failures and status.shell_code == 0:
+        return GATE_FAILED  # the script ran to its end: the memory gate failed
     return status.shell_code
 
 
@@ -706,6 +834,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_report(args[1:])
         if args[:1] == ["export"]:
             return cmd_export(args[1:])
+        if args[:1] == ["compare"]:
+            from profiler.compare_command import cmd_compare
+
+            return cmd_compare(args[1:])
         if args[:1] == ["merge"]:
             from profiler.merge_command import cmd_merge
 

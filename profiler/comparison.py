@@ -1,0 +1,224 @@
+"""Two runs side by side (`memsight compare BEFORE AFTER`): what a change to the code did.
+
+Peaks (RAM of the main process and of the process tree, GPU allocated and reserved per
+device), the growth per iteration (the slope of memory between iterations, after the growth
+rule's warm-up), the time per iteration, and the findings: resolved, new, and still there.
+A finding is the same in both runs when its rule, its process (the rank, in a job) and, where
+it names one, its first place in the code (file and line) are the same.
+
+A change counts as significant when it is at least SIGNIFICANT_SHARE of the value before and
+SIGNIFICANT_BYTES in size (peaks; SIGNIFICANT_BYTES_PER_ITERATION for growth per iteration;
+time per iteration: SIGNIFICANT_SECONDS_SHARE): two recordings of the same script differ by
+a few percent (allocator and sampling timing), which this keeps out.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from profiler.diagnosis import Diagnosis, Finding, diagnose
+from profiler.diagnosis.config import DEFAULT_CONFIG
+from profiler.diagnosis.signals import iteration_levels, linear_fit
+from profiler.profile.model import Profile
+from profiler.profile.series import iterations
+from profiler.profile.summary import Peak, summarize
+
+SIGNIFICANT_SHARE = 0.05
+SIGNIFICANT_BYTES = 8 * 1024 * 1024
+SIGNIFICANT_BYTES_PER_ITERATION = 64 * 1024  # growth: 6.4 MiB over 100 iterations
+SIGNIFICANT_SECONDS_SHARE = 0.10  # time per iteration: timing on a shared machine is noisier
+
+
+@dataclass(frozen=True)
+class Change:
+    """One number before and after (None where that run does not have it)."""
+
+    label: str
+    before: float | None
+    after: float | None
+    kind: str  # "bytes", "bytes/iteration" or "seconds"
+
+    @property
+    def absolute(self) -> float | None:
+        if self.before is None or self.after is None:
+            return None
+        return self.after - self.before
+
+    @property
+    def relative(self) -> float | None:
+        """The change as a share of the value before; None without a value before."""
+        delta = self.absolute
+        if delta is None or not self.before:
+            return None
+        return delta / abs(self.before)
+
+    @property
+    def significant(self) -> bool:
+        delta = self.absolute
+        if delta is None:
+            return self.before != self.after
+        if self.kind == "seconds":
+            relative = self.relative
+            return relative is not None and abs(relative) >= SIGNIFICANT_SECONDS_SHARE
+        floor = (
+            SIGNIFICANT_BYTES_PER_ITERATION if self.kind == "bytes/iteration" else SIGNIFICANT_BYTES
+        )
+        if abs(delta) < floor:
+            return False
+        relative = self.relative
+        return relative is None or abs(relative) >= SIGNIFICANT_SHARE
+
+
+@dataclass
+class FindingsChange:
+    resolved: list[Finding] = field(default_factory=list)  # in the run before only
+    new: list[Finding] = field(default_factory=list)  # in the run after only
+    still: list[tuple[Finding, Finding]] = field(default_factory=list)  # (before, after)
+
+
+@dataclass
+class Comparison:
+    before: Profile
+    after: Profile
+    peaks: list[Change]
+    growth: list[Change]
+    iteration_time: Change
+    findings: FindingsChange
+    aligned_by: str  # "iteration" when both runs have iterations, else "time"
+
+    @property
+    def same_script(self) -> bool:
+        a, b = self.before.info, self.after.info
+        return (a.module, _script_name(a.script)) == (b.module, _script_name(b.script))
+
+
+def compare(
+    before: Profile,
+    after: Profile,
+    before_diagnosis: Diagnosis | None = None,
+    after_diagnosis: Diagnosis | None = None,
+) -> Comparison:
+    a_diag = before_diagnosis if before_diagnosis is not None else diagnose(before)
+    b_diag = after_diagnosis if after_diagnosis is not None else diagnose(after)
+    both_iterate = iterations(before) is not None and iterations(after) is not None
+    return Comparison(
+        before,
+        after,
+        peak_changes(before, after),
+        _growth_changes(before, after),
+        Change(
+            "time per iteration", _time_per_iteration(before), _time_per_iteration(after), "seconds"
+        ),
+        _findings(a_diag.findings, b_diag.findings),
+        "iteration" if both_iterate else "time",
+    )
+
+
+def peak_changes(before: Profile, after: Profile) -> list[Change]:
+    """The peaks a summary reports (summary.summarize, one definition), and per CUDA device."""
+    a, b = summarize(before), summarize(after)
+    changes = [
+        Change("peak RAM, main process", _bytes(a.ram), _bytes(b.ram), "bytes"),
+        Change("peak RAM, process tree", _bytes(a.ram_tree), _bytes(b.ram_tree), "bytes"),
+    ]
+    devices = sorted(set(_device_peaks(before)) | set(_device_peaks(after)))
+    for device in devices:
+        for column, what in (("allocated_peak", "allocated"), ("reserved_peak", "reserved")):
+            changes.append(
+                Change(
+                    f"peak GPU {what}, cuda:{device}",
+                    _device_peaks(before).get(device, {}).get(column),
+                    _device_peaks(after).get(device, {}).get(column),
+                    "bytes",
+                )
+            )
+    return changes
+
+
+def _bytes(peak: Peak | None) -> float | None:
+    return float(peak.bytes) if peak is not None else None
+
+
+def _device_peaks(profile: Profile) -> dict[int, dict[str, float]]:
+    gpu = profile.gpu
+    if gpu is None:
+        return {}
+    out: dict[int, dict[str, float]] = {}
+    for device in np.unique(gpu["device"]).tolist():
+        mine = gpu["device"] == device
+        out[int(device)] = {
+            column: float(gpu[column][mine].max()) for column in ("allocated_peak", "reserved_peak")
+        }
+    return out
+
+
+def growth_per_iteration(profile: Profile) -> dict[str, float]:
+    """Bytes per iteration that memory between iterations climbs, per memory ("RAM",
+    "GPU cuda:0"), fitted after the growth rule's warm-up; empty without iterations."""
+    config = DEFAULT_CONFIG
+    out = {}
+    for levels in iteration_levels(profile, config.growth_samples_per_level):
+        skip = max(
+            config.growth_warmup_min_steps, int(levels.count * config.growth_warmup_fraction)
+        )
+        kept = levels.index > skip
+        if kept.sum() < 2:
+            continue
+        fit = linear_fit(levels.index[kept].astype(np.float64), levels.bytes[kept])
+        name = "RAM" if levels.plot == "ram" else f"GPU cuda:{levels.device}"
+        out[name] = fit.slope
+    return out
+
+
+def _growth_changes(before: Profile, after: Profile) -> list[Change]:
+    a, b = growth_per_iteration(before), growth_per_iteration(after)
+    return [
+        Change(f"growth per iteration, {name}", a.get(name), b.get(name), "bytes/iteration")
+        for name in sorted(set(a) | set(b))
+    ]
+
+
+def _time_per_iteration(profile: Profile) -> float | None:
+    its = iterations(profile)
+    if its is None or len(its) < 2:
+        return None
+    return float(np.median(np.diff(its.end)))
+
+
+def _key(finding: Finding) -> tuple[object, ...]:
+    process = finding.process.rank if finding.process is not None else None
+    place = (
+        (os.path.basename(finding.where[0].file), finding.where[0].line) if finding.where else None
+    )
+    return finding.rule, process, place
+
+
+def _findings(before: list[Finding], after: list[Finding]) -> FindingsChange:
+    """Matched by rule, process and place; a finding whose place moved (the code changed
+    above it) still matches one of its rule and process left unmatched."""
+    change = FindingsChange()
+    left = list(after)
+    unmatched = []
+    for finding in before:
+        match = next((f for f in left if _key(f) == _key(finding)), None)
+        if match is None:
+            unmatched.append(finding)
+            continue
+        left.remove(match)
+        change.still.append((finding, match))
+    for finding in unmatched:
+        loose = next((f for f in left if _key(f)[:2] == _key(finding)[:2]), None)
+        if loose is None:
+            change.resolved.append(finding)
+        else:
+            left.remove(loose)
+            change.still.append((finding, loose))
+    change.new = left
+    return change
+
+
+def _script_name(script: str | None) -> str | None:
+    return os.path.basename(script) if script else None
