@@ -46,6 +46,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("after", metavar="AFTER", help="the profile of the run after")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
+        "--html", metavar="OUT.html", help="also write the comparison as a self-contained page"
+    )
+    parser.add_argument(
         "--max-growth",
         metavar="PCT",
         help=f"fail (exit status {GATE_FAILED}) when a peak of AFTER is more than PCT above "
@@ -69,6 +72,18 @@ def cmd_compare(argv: Sequence[str]) -> int:
         sys.stderr.write(f"memsight: error: {terminal_safe(str(exc))}\n")
         return 1
     comparison = compare(before, after)
+    if options.html is not None:
+        from profiler.report.compare_html import render_compare_html
+
+        page = render_compare_html(comparison, options.before, options.after)
+        try:
+            with open(options.html, "w", encoding="utf-8") as f:
+                f.write(page)
+        except OSError as exc:
+            sys.stderr.write(
+                f"memsight: error: {terminal_safe(options.html)}: {exc.strerror or exc}\n"
+            )
+            return 1
     failures = growth_failures(comparison, max_growth) if max_growth is not None else []
     if options.json:
         data = comparison_to_json(comparison)

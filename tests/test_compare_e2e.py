@@ -70,6 +70,18 @@ def test_the_fix_resolves_the_growth_and_lowers_the_peak(runs: Path) -> None:
     assert "resolved [warning] growth-per-iteration" in text
 
 
+def test_the_html_page_holds_both_runs_and_the_same_numbers(runs: Path) -> None:
+    done = run_cli("compare", "leak.memsight", "fixed.memsight", "--html", "cmp.html", cwd=runs)
+    assert done.returncode == 0, done.stderr
+    page = (runs / "cmp.html").read_text()
+    chart = json.loads(page.split('id="chart-data">', 1)[1].split("</script>", 1)[0])
+    names = [s["name"] for s in chart["charts"][0]["series"]]
+    assert names == ["before: process tree", "after: process tree"]
+    assert "Resolved" in page and "growth-per-iteration" in page
+    assert "both first iterations line up" in page
+    assert "http" not in page.split("<footer>")[0].replace("https://pytorch.org", "")
+
+
 def test_two_runs_of_one_script_show_no_significant_change(runs: Path) -> None:
     data = compare_json(runs, "clean1", "clean2")
     assert data["same_script"]

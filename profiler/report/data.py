@@ -46,7 +46,7 @@ MAX_MARKERS = 2000  # iteration ticks drawn; beyond that every k-th step
 OUTPUT_TAIL_LINES = 200
 
 
-def _series(series: Series, t: np.ndarray, y: np.ndarray) -> dict[str, Any]:
+def chart_series(series: Series, t: np.ndarray, y: np.ndarray) -> dict[str, Any]:
     tt, yy = envelope(t, y, CHART_BUCKETS)
     return {
         "name": series.label,
@@ -62,11 +62,11 @@ def _ram_chart(profile: Profile) -> dict[str, Any] | None:
     if ram is None or not len(ram):
         return None
     series = [
-        _series(PROCESS_TREE, ram.t, process_tree_bytes(ram)),
-        _series(MAIN_PEAK, ram.t, ram[MAIN_PEAK.key]),
+        chart_series(PROCESS_TREE, ram.t, process_tree_bytes(ram)),
+        chart_series(MAIN_PEAK, ram.t, ram[MAIN_PEAK.key]),
     ]
     if int(ram[WORKERS.key].max()) > 0:
-        series.append(_series(WORKERS, ram.t, ram[WORKERS.key]))
+        series.append(chart_series(WORKERS, ram.t, ram[WORKERS.key]))
     limits = []
     capacity = ram_capacity(profile)
     if capacity is not None:
@@ -81,13 +81,13 @@ def _gpu_charts(profile: Profile) -> list[dict[str, Any]]:
         rows = gpu_rows(profile, device)
         assert rows is not None  # every device listed has rows
         series = [
-            _series(GPU_RESERVED_PEAK, rows.t, rows[GPU_RESERVED_PEAK.key]),
-            _series(GPU_ALLOCATED_PEAK, rows.t, rows[GPU_ALLOCATED_PEAK.key]),
+            chart_series(GPU_RESERVED_PEAK, rows.t, rows[GPU_RESERVED_PEAK.key]),
+            chart_series(GPU_ALLOCATED_PEAK, rows.t, rows[GPU_ALLOCATED_PEAK.key]),
         ]
         limits = []
         mine = nvml["device"] == device if nvml is not None and len(nvml) else None
         if nvml is not None and mine is not None and mine.any():
-            series.append(_series(DEVICE_USED, nvml.t[mine], nvml["used"][mine]))
+            series.append(chart_series(DEVICE_USED, nvml.t[mine], nvml["used"][mine]))
             limits.append({"label": "device capacity", "y": int(nvml["total"][mine].max())})
         else:
             limits += [

@@ -27,7 +27,7 @@ TEMPLATE = "report.html.j2"
 
 
 @functools.cache
-def _environment() -> jinja2.Environment:
+def template_environment() -> jinja2.Environment:
     folder = resources.path("report")
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(folder)),
@@ -57,7 +57,7 @@ def render_html(profile: Profile, diagnosis: Diagnosis | None = None, name: str 
     if diagnosis is None:
         diagnosis = diagnose(profile)
     context = report_context(profile, diagnosis, name or Path(profile.source or "profile").name)
-    return _environment().get_template(TEMPLATE).render(**context)
+    return template_environment().get_template(TEMPLATE).render(**context)
 
 
 def write_html(
