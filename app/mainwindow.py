@@ -19,10 +19,12 @@ from PySide6.QtWidgets import (
     QLabel,
     QMainWindow,
     QMessageBox,
+    QPushButton,
     QWidget,
 )
 
 import profiler
+from app.compare import ComparePanel
 from app.console import ConsoleView
 from app.contents import ContentsPanel
 from app.controller import RunController
@@ -31,9 +33,10 @@ from app.plaintext import shorten, window_title
 from app.runsetup import RunSetupPanel
 from app.settings import AppSettings, ScriptSetup
 from app.timeline import TimelineView
+from profiler.comparison import alignment_shift, compare
 from profiler.diagnosis import Finding
 from profiler.diagnosis.contents import Census, census_label
-from profiler.launch.spec import ExitStatus, default_profile_name
+from profiler.launch.spec import ExitStatus, RunSpec, default_profile_name
 from profiler.profile.model import Profile
 from profiler.profile.storage import SUFFIX, ProfileError, load_profile
 from profiler.report import write_html
@@ -88,7 +91,15 @@ class MainWindow(QMainWindow):
         self.contents_dock = self._dock(
             "Contents", self.contents, Qt.DockWidgetArea.BottomDockWidgetArea
         )
+        self.compare = ComparePanel()
+        self.compare_dock = self._dock(
+            "Compare", self.compare, Qt.DockWidgetArea.BottomDockWidgetArea
+        )
         self.tabifyDockWidget(self.console_dock, self.contents_dock)
+        self.tabifyDockWidget(self.console_dock, self.compare_dock)
+        self.compare_dock.hide()
+        self.compare.closeRequested.connect(self.stop_comparing)
+        self._previous: tuple[Profile, Path] | None = None  # the run before this one
         self.console_dock.raise_()
         self.contents.censusSelected.connect(self._on_census)
         self.contents.locationActivated.connect(self._open_in_editor)
@@ -115,6 +126,13 @@ class MainWindow(QMainWindow):
         ):
             label.setTextFormat(Qt.TextFormat.PlainText)
             self.statusBar().addPermanentWidget(label)
+
+        # Offered once a re-run of the same script ends: one click shows what the change did.
+        self.compare_previous_button = QPushButton("Compare with previous run")
+        self.compare_previous_button.setFlat(True)
+        self.compare_previous_button.hide()
+        self.compare_previous_button.clicked.connect(self.compare_with_previous)
+        self.statusBar().addWidget(self.compare_previous_button)
 
         self._make_actions()
         self.setup_panel.runRequested.connect(self.start_run)
@@ -184,6 +202,17 @@ class MainWindow(QMainWindow):
         file_menu.addAction(self.save_action)
         file_menu.addAction(self.export_action)
         file_menu.addSeparator()
+        self.compare_action = self._action(
+            "&Compare With…", "Ctrl+Shift+C", self._choose_comparison
+        )
+        self.compare_previous_action = self._action(
+            "Compare With &Previous Run", "Ctrl+Shift+P", self.compare_with_previous
+        )
+        self.compare_previous_action.setEnabled(False)
+        self.compare_previous_button.hide()
+        file_menu.addAction(self.compare_action)
+        file_menu.addAction(self.compare_previous_action)
+        file_menu.addSeparator()
         file_menu.addAction(self._action("&Quit", QKeySequence.StandardKey.Quit, self.close))
 
         run_menu = menu.addMenu("&Run")
@@ -204,6 +233,7 @@ class MainWindow(QMainWindow):
         view_menu.addAction(self.console_dock.toggleViewAction())
         view_menu.addAction(self.findings_dock.toggleViewAction())
         view_menu.addAction(self.contents_dock.toggleViewAction())
+        view_menu.addAction(self.compare_dock.toggleViewAction())
         self.console_find = self._action(
             "&Find in Output", QKeySequence.StandardKey.Find, self._focus_find
         )
@@ -404,6 +434,11 @@ class MainWindow(QMainWindow):
         spec = self.setup_panel.validate()
         if spec is None:
             return
+        # The run shown before this one, if it ran the same script: offered for comparison.
+        shown = self.profile
+        same = shown is not None and self.profile_path is not None and _same_target(shown, spec)
+        self._previous = (shown, self.profile_path) if same else None  # type: ignore[assignment]
+        self.compare_previous_action.setEnabled(False)
         key = str(Path(spec.cwd, spec.target).resolve()) if not spec.module else f"-m {spec.target}"
         self.settings.setups[key] = self.setup_panel.setup()
         if (
@@ -469,6 +504,9 @@ class MainWindow(QMainWindow):
         self.console.refresh()
         self.contents.set_running(False)
         self._diagnose(final=True)
+        if self._previous is not None:
+            self.compare_previous_action.setEnabled(True)
+            self.compare_previous_button.show()
 
     def _diagnose(self, final: bool) -> None:
         """Run the rules over the profile as it stands (throttled while a run goes on)."""
@@ -568,10 +606,60 @@ class MainWindow(QMainWindow):
             event.acceptProposedAction()
 
     def dropEvent(self, event: QDropEvent) -> None:
+        # With Shift held, a profile dropped on a shown run is compared with it.
+        shift = bool(event.modifiers() & Qt.KeyboardModifier.ShiftModifier)
         for url in event.mimeData().urls():
             if url.isLocalFile():
-                self.open_path(url.toLocalFile())
+                path = url.toLocalFile()
+                if shift and self.profile is not None and not path.endswith(".py"):
+                    self.compare_with_file(path)
+                else:
+                    self.open_path(path)
                 break
+
+    # -- comparing --------------------------------------------------------------------------
+
+    def _choose_comparison(self) -> None:
+        if self.profile is None:
+            self.show_error("Nothing to compare", "Open or record a run first.")
+            return
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Compare With", str(recordings_dir()), "memsight profiles (*.memsight)"
+        )
+        if path:
+            self.compare_with_file(path)
+
+    def compare_with_file(self, path: str) -> bool:
+        """Show the run of `path` beside the shown one: overlaid, with the numbers."""
+        try:
+            other = load_profile(path)
+        except ProfileError as exc:
+            self.show_error("Cannot compare", str(exc))
+            return False
+        return self.compare_with(other, Path(path))
+
+    def compare_with_previous(self) -> None:
+        if self._previous is not None and self.compare_with(*self._previous):
+            self.compare_previous_button.hide()
+
+    def compare_with(self, other: Profile, path: Path) -> bool:
+        if self.profile is None or (self.controller is not None and self.controller.running):
+            return False
+        try:
+            comparison = compare(other, self.profile)
+        except Exception as exc:  # whatever a file holds, the app stays up
+            self.show_error("Cannot compare", f"{path}: {type(exc).__name__}: {exc}")
+            return False
+        self.timeline.set_comparison(other, alignment_shift(comparison))
+        self.compare.set_comparison(comparison, path.name)
+        self.compare_dock.show()
+        self.compare_dock.raise_()
+        return True
+
+    def stop_comparing(self) -> None:
+        self.timeline.set_comparison(None)
+        self.compare.set_comparison(None)
+        self.compare_dock.hide()
 
     def changeEvent(self, event: QEvent) -> None:
         if event.type() == QEvent.Type.PaletteChange:
@@ -594,3 +682,13 @@ class MainWindow(QMainWindow):
         self.store.setValue("window_state", self.saveState())
         self.settings.save(self.store)
         super().closeEvent(event)
+
+
+def _same_target(profile: Profile, spec: RunSpec) -> bool:
+    """Whether a recorded run ran the script (or module) `spec` is about to run."""
+    info = profile.info
+    if spec.module:
+        return info.module == spec.target
+    if info.script is None:
+        return False
+    return Path(info.cwd, info.script).resolve() == Path(spec.cwd, spec.target).resolve()

@@ -50,6 +50,11 @@ COLORS = MARK_COLORS
 PROCESS_COLORS = ("#e377c2", "#bcbd22", "#8c564b", "#17becf", "#9467bd", "#7f7f7f")
 
 
+# The run compared with (File > Compare With...): dashed, in grey, on every plot.
+OTHER_TREE = Series("other_tree", "compared run: process tree", "#606060", dashed=True)
+OTHER_GPU = Series("other_allocated", "compared run: allocated", "#606060", dashed=True)
+
+
 def process_label(profile: Profile) -> str:
     """How the timeline names one process of a job: "rank 1 (RSS)", "pid 42 (RSS)"."""
     return f"{profile.process.label} (RSS)"
@@ -194,6 +199,9 @@ class TimelineView(QWidget):
         self.profile: Profile | None = None
         self.selected: int | None = None  # None: the whole job, the others overlaid
         self.process_curves: dict[int, _Series] = {}
+        # Another run overlaid for comparison (File > Compare With...), on this run's axis.
+        self.other: Profile | None = None
+        self.other_curves: list[tuple[pg.PlotItem, _Series]] = []
         self.follow = True
         self.running = False
         self._programmatic_range = False
@@ -303,6 +311,7 @@ class TimelineView(QWidget):
     def set_profile(self, profile: Profile | None, running: bool = False) -> None:
         self.clear_highlight()
         self.mark_times([])
+        self.set_comparison(None)
         self.job = self.profile = profile
         self.selected = None
         self.running = running
@@ -704,7 +713,34 @@ class TimelineView(QWidget):
                 curve.show_range(low, high, pixels)
 
     def _all_curves(self) -> list[_Series]:
-        return [*self.curves.values(), *self.process_curves.values()]
+        others = [curve for _plot, curve in self.other_curves]
+        return [*self.curves.values(), *self.process_curves.values(), *others]
+
+    def set_comparison(self, other: Profile | None, shift: float = 0.0) -> None:
+        """Overlay `other` (another run of the script) on every plot, its times moved by
+        `shift` seconds (comparison: its first iteration where this run's is); None: stop."""
+        for plot, curve in self.other_curves:
+            plot.removeItem(curve.item)
+            if plot.legend is not None:
+                plot.legend.removeItem(curve.item)
+        self.other_curves = []
+        self.other = other
+        if other is None:
+            return
+        ram = other.ram
+        if ram is not None and len(ram):
+            self._add_other(self.ram_plot, OTHER_TREE, ram.t + shift, process_tree_bytes(ram))
+        gpu = other.gpu
+        if gpu is not None:
+            device = self._gpu_device if self._gpu_device is not None else int(gpu["device"][0])
+            mine = gpu["device"] == device
+            self._add_other(self.gpu_plot, OTHER_GPU, gpu.t[mine] + shift, gpu["allocated"][mine])
+        self._build_levels()
+
+    def _add_other(self, plot: pg.PlotItem, series: Series, t: np.ndarray, y: np.ndarray) -> None:
+        curve = _Series(_curve(plot, series))
+        curve.extend(t, y.astype(np.float64), len(t))
+        self.other_curves.append((plot, curve))
 
     def _build_levels(self) -> None:
         self._levels_built = True

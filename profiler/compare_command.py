@@ -109,12 +109,10 @@ def format_comparison(c: Comparison, before_name: str, after_name: str) -> str:
     if not c.same_script:
         lines.append("  (the runs are of different scripts: the numbers compare, the code may not)")
     lines += ["", f"  {'':<34} {'before':>12} {'after':>12}  change"]
-    for change in (*c.peaks, *c.growth, c.iteration_time):
-        if change.before is None and change.after is None:
-            continue
+    for change in changes(c):
         lines.append(
-            f"  {change.label:<34} {_value(change, change.before):>12} "
-            f"{_value(change, change.after):>12}  {_delta(change)}"
+            f"  {change.label:<34} {value_text(change, change.before):>12} "
+            f"{value_text(change, change.after):>12}  {change_text(change)}"
         )
     memory = [*c.peaks, *c.growth]
     if not any(change.significant for change in memory):
@@ -137,6 +135,12 @@ def format_comparison(c: Comparison, before_name: str, after_name: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def changes(c: Comparison) -> list[Change]:
+    """The rows every view of a comparison shows: peaks, growth, time; those in a run."""
+    every = (*c.peaks, *c.growth, c.iteration_time)
+    return [change for change in every if change.before is not None or change.after is not None]
+
+
 def _run(profile: Profile) -> str:
     info = profile.info
     return (
@@ -145,7 +149,8 @@ def _run(profile: Profile) -> str:
     )
 
 
-def _value(change: Change, value: float | None) -> str:
+def value_text(change: Change, value: float | None) -> str:
+    """One side of a change as the text, the HTML page and the app show it."""
     if value is None:
         return "—"
     if change.kind == "seconds":
@@ -156,7 +161,8 @@ def _value(change: Change, value: float | None) -> str:
     return text
 
 
-def _delta(change: Change) -> str:
+def change_text(change: Change) -> str:
+    """The change itself, "-538.1 MiB (-58.4 %) *", "*" when it is significant."""
     delta = change.absolute
     if delta is None:
         return "only in one run"

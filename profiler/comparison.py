@@ -222,3 +222,15 @@ def _findings(before: list[Finding], after: list[Finding]) -> FindingsChange:
 
 def _script_name(script: str | None) -> str | None:
     return os.path.basename(script) if script else None
+
+
+def alignment_shift(c: Comparison) -> float:
+    """Seconds to add to the run before's times to put it on the run after's axis: its first
+    iteration where the run after's is, when both have iterations; else 0 (both from their
+    start)."""
+    before, after = iterations(c.before), iterations(c.after)
+    if c.aligned_by != "iteration" or before is None or after is None:
+        return 0.0
+    if not len(before) or not len(after):
+        return 0.0
+    return float(after.t[0] - before.t[0])

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from profiler.compare_command import comparison_to_json
-from profiler.comparison import Comparison
+from profiler.compare_command import change_text, changes, value_text
+from profiler.comparison import Comparison, alignment_shift
 from profiler.diagnosis import Finding
 from profiler.profile.model import Profile
-from profiler.profile.series import PROCESS_TREE, Series, iterations, process_tree_bytes
+from profiler.profile.series import PROCESS_TREE, Series, process_tree_bytes
 from profiler.report.data import chart_series
 from profiler.report.html import template_environment
-from profiler.units import format_bytes, format_duration
 
 TEMPLATE = "compare.html.j2"
 BEFORE = Series("before", "before: process tree", "#1f77b4")
@@ -25,8 +24,7 @@ AFTER = Series("after", "after: process tree", PROCESS_TREE.color, dashed=True)
 
 
 def render_compare_html(c: Comparison, before_name: str, after_name: str) -> str:
-    data = comparison_to_json(c)
-    shift = _shift(c)
+    shift = -alignment_shift(c)  # the run after, onto the run before's axis
     series = [
         s for s in (_tree(c.before, BEFORE, 0.0), _tree(c.after, AFTER, shift)) if s is not None
     ]
@@ -40,9 +38,13 @@ def render_compare_html(c: Comparison, before_name: str, after_name: str) -> str
         "findings": [],
     }
     rows = [
-        {**change, "before_text": _text(change, "before"), "after_text": _text(change, "after")}
-        for change in (*data["peaks"], *data["growth_per_iteration"], data["time_per_iteration"])
-        if change["before"] is not None or change["after"] is not None
+        {
+            "label": change.label,
+            "before": value_text(change, change.before),
+            "after": value_text(change, change.after),
+            "change": change_text(change),
+        }
+        for change in changes(c)
     ]
     f = c.findings
     return (
@@ -69,28 +71,11 @@ def render_compare_html(c: Comparison, before_name: str, after_name: str) -> str
     )
 
 
-def _shift(c: Comparison) -> float:
-    a, b = iterations(c.before), iterations(c.after)
-    if c.aligned_by != "iteration" or a is None or b is None or not len(a) or not len(b):
-        return 0.0
-    return float(a.t[0] - b.t[0])
-
-
 def _tree(profile: Profile, series: Series, shift: float) -> dict[str, Any] | None:
     ram = profile.ram
     if ram is None or not len(ram):
         return None
     return chart_series(series, ram.t + shift, process_tree_bytes(ram))
-
-
-def _text(change: dict[str, Any], which: str) -> str:
-    value = change[which]
-    if value is None:
-        return "—"
-    if change["label"] == "time per iteration":
-        return format_duration(value)
-    text = format_bytes(abs(value))
-    return ("-" if value < 0 else "+") + text if "growth" in change["label"] else text
 
 
 def _finding(finding: Finding) -> dict[str, str]:

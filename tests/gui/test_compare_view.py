@@ -1,0 +1,72 @@
+"""Comparing runs in the app: another run overlaid on the plots with the numbers of
+`memsight compare`, and, after a re-run of the same script, one click to compare with the
+run before."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from app.mainwindow import MainWindow
+from profiler.profile.model import Profile
+from tests.factories import MiB, profile, ram, steps
+from tests.gui.support import run_to_end
+
+
+def training(per_step: float) -> Profile:
+    levels = 500 * MiB + per_step * np.arange(100)
+    return profile(
+        ram(12.0, lambda t: (500 * MiB + per_step * 10 * t).astype(np.int64)),
+        steps(levels, start=1.0, dt=0.1),
+    )
+
+
+def test_another_run_is_overlaid_with_the_numbers_and_can_be_put_away(
+    qtbot,
+    window: MainWindow,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    window._show_profile(training(0.0), tmp_path / "after.memsight")
+    assert window.compare_with(training(4 * MiB), tmp_path / "before.memsight")
+    labels = [label.text for _sample, label in window.timeline.ram_plot.legend.items]
+    assert "compared run: process tree" in labels
+    assert window.compare_dock.isVisible() or not window.isVisible()
+    text = window.compare.text.toPlainText()
+    assert "peak RAM, process tree" in text and "*" in text
+    assert "Resolved" in text and "growth-per-iteration" in text
+    assert "before.memsight" in window.compare.title.text()
+    window.stop_comparing()
+    labels = [label.text for _sample, label in window.timeline.ram_plot.legend.items]
+    assert "compared run: process tree" not in labels
+    assert window.compare.comparison is None
+
+
+def test_a_shown_run_of_a_new_profile_drops_the_comparison(
+    window: MainWindow, tmp_path: Path
+) -> None:
+    window._show_profile(training(0.0), tmp_path / "a.memsight")
+    window.compare_with(training(0.0), tmp_path / "b.memsight")
+    window._show_profile(training(0.0), tmp_path / "c.memsight")
+    assert window.timeline.other is None and not window.timeline.other_curves
+
+
+def test_a_rerun_of_the_same_script_offers_the_previous_run_in_one_click(
+    qtbot,
+    window: MainWindow,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\nkept = []\nfor i in range(40):\n    kept.append(torch.ones(256, 1024))\n"
+    )
+    run_to_end(qtbot, window, script)
+    assert window.compare_previous_button.isHidden()  # nothing before the first run
+    script.write_text("import torch\nfor i in range(40):\n    x = torch.ones(256, 1024)\n")
+    run_to_end(qtbot, window, script)
+    assert not window.compare_previous_button.isHidden()
+    assert window.compare_previous_action.isEnabled()
+    window.compare_previous_button.click()
+    assert window.compare.comparison is not None
+    assert window.compare.comparison.same_script
+    assert window.compare_previous_button.isHidden()
