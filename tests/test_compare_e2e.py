@@ -33,6 +33,38 @@ for step in range(60):
 """
 
 
+# A run that "uses" one CUDA device of 16 GiB: torch.cuda's surface the agent reads
+# (is_initialized, device_count, get_device_properties and the nested allocator statistics,
+# laid out as torch._C._cuda_memoryStats returns them) replaced by the script, which
+# "allocates" 3 GiB, so the GPU gates run end to end on a machine without a GPU.
+FAKE_GPU = """
+import time
+from types import SimpleNamespace
+import torch
+
+GiB = 1024 ** 3
+counters = {"current": 3 * GiB, "peak": 3 * GiB}
+stats = {key: {"all": dict(counters)} for key in
+         ("allocated_bytes", "reserved_bytes", "active_bytes", "inactive_split_bytes")}
+stats.update(num_alloc_retries=0, num_ooms=0)
+torch.cuda.is_initialized = lambda: True
+torch.cuda.device_count = lambda: 1
+torch.cuda.get_device_properties = lambda i: SimpleNamespace(name="Fake GPU", total_memory=16 * GiB)
+torch._C._cuda_memoryStats = lambda device: stats
+time.sleep(0.5)  # the agent samples the device
+"""
+
+
+@pytest.mark.parametrize("limit, status", [("4GiB", 0), ("2GiB", GATE_FAILED)])
+def test_the_gpu_gate_passes_and_fails(tmp_path: Path, limit: str, status: int) -> None:
+    write_script(tmp_path, "gpu.py", FAKE_GPU)
+    done = run_cli("run", "-o", "gpu.memsight", "--max-peak-gpu", limit, "gpu.py", cwd=tmp_path)
+    assert done.returncode == status, done.stderr
+    if status:
+        assert "memsight: check failed: peak GPU allocated 3.00 GiB is above" in done.stderr
+    assert "GPU allocated" in done.stdout and "3.00 GiB" in done.stdout
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """leak.memsight and fixed.memsight (the example and its fix), clean1/clean2.memsight."""
@@ -148,3 +180,21 @@ def test_bad_gate_options_are_one_line_usage_errors(
     done = run_cli("run", *gate, "t.py", cwd=tmp_path)
     assert done.returncode == 2 and message in done.stderr
     assert "never runs" not in done.stdout
+
+
+def test_a_run_with_cuda_compares_with_one_without(tmp_path: Path) -> None:
+    write_script(tmp_path, "gpu.py", FAKE_GPU)
+    write_script(tmp_path, "cpu.py", "import torch\nx = torch.ones(1024, 1024)\n")
+    for name in ("gpu", "cpu"):
+        assert (
+            run_memsight([f"{name}.py"], tmp_path, out=tmp_path / f"{name}.memsight").returncode
+            == 0
+        )
+    done = run_cli("compare", "cpu.memsight", "gpu.memsight", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    peaks = {p["label"]: p for p in json.loads(done.stdout)["peaks"]}
+    allocated = peaks["peak GPU allocated, cuda:0"]
+    assert allocated["before"] is None and allocated["after"] == 3 * 1024**3
+    assert allocated["significant"]
+    text = run_cli("compare", "cpu.memsight", "gpu.memsight", cwd=tmp_path).stdout
+    assert "peak GPU allocated, cuda:0" in text and "only in one run" in text
