@@ -321,6 +321,7 @@ class MainWindow(QMainWindow):
         self.findings.open_file(file, line, self.profile.info.cwd if self.profile else "")
 
     def _show_profile(self, profile: Profile, path: Path, running: bool = False) -> None:
+        self.stop_comparing()  # a comparison was of the run shown before
         self.profile = profile
         self.profile_path = path
         self.timeline.set_profile(profile, running=running)

@@ -70,3 +70,31 @@ def test_a_rerun_of_the_same_script_offers_the_previous_run_in_one_click(
     assert window.compare.comparison is not None
     assert window.compare.comparison.same_script
     assert window.compare_previous_button.isHidden()
+
+
+def test_a_profile_dropped_with_shift_is_compared_not_opened(
+    window: MainWindow, tmp_path: Path
+) -> None:
+    from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+    from PySide6.QtGui import QDropEvent
+
+    from profiler.profile.storage import load_profile
+    from tests.support import run_memsight, write_script
+
+    write_script(tmp_path, "t.py", "import torch\nx = torch.ones(1024, 1024)\n")
+    assert run_memsight(["t.py"], tmp_path, out=tmp_path / "other.memsight").returncode == 0
+    shown = load_profile(tmp_path / "other.memsight")
+    window._show_profile(shown, tmp_path / "shown.memsight")
+    data = QMimeData()
+    data.setUrls([QUrl.fromLocalFile(str(tmp_path / "other.memsight"))])
+
+    def drop(modifiers: Qt.KeyboardModifier) -> None:
+        event = QDropEvent(
+            QPointF(10, 10), Qt.DropAction.CopyAction, data, Qt.MouseButton.NoButton, modifiers
+        )
+        window.dropEvent(event)
+
+    drop(Qt.KeyboardModifier.ShiftModifier)
+    assert window.profile is shown and window.compare.comparison is not None
+    drop(Qt.KeyboardModifier.NoModifier)  # a plain drop opens it instead
+    assert window.profile is not shown and window.compare.comparison is None
