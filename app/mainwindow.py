@@ -33,7 +33,7 @@ from app.plaintext import shorten, window_title
 from app.runsetup import RunSetupPanel
 from app.settings import AppSettings, ScriptSetup
 from app.timeline import TimelineView
-from profiler.comparison import alignment_shift, compare
+from profiler.comparison import aligned_times, compare
 from profiler.diagnosis import Finding
 from profiler.diagnosis.contents import Census, census_label
 from profiler.launch.spec import ExitStatus, RunSpec, default_profile_name
@@ -651,7 +651,7 @@ class MainWindow(QMainWindow):
         except Exception as exc:  # whatever a file holds, the app stays up
             self.show_error("Cannot compare", f"{path}: {type(exc).__name__}: {exc}")
             return False
-        self.timeline.set_comparison(other, alignment_shift(comparison))
+        self.timeline.set_comparison(other, lambda t: aligned_times(comparison, t))
         self.compare.set_comparison(comparison, path.name)
         self.compare_dock.show()
         self.compare_dock.raise_()

@@ -8,6 +8,7 @@ range and decimated with min/max per pixel ("peak" downsampling), so a spike nev
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -716,9 +717,11 @@ class TimelineView(QWidget):
         others = [curve for _plot, curve in self.other_curves]
         return [*self.curves.values(), *self.process_curves.values(), *others]
 
-    def set_comparison(self, other: Profile | None, shift: float = 0.0) -> None:
-        """Overlay `other` (another run of the script) on every plot, its times moved by
-        `shift` seconds (comparison: its first iteration where this run's is); None: stop."""
+    def set_comparison(
+        self, other: Profile | None, place: Callable[[np.ndarray], np.ndarray] | None = None
+    ) -> None:
+        """Overlay `other` (another run of the script) on every plot, its times put on this
+        run's axis by `place` (comparison.aligned_times: by iteration); None: stop."""
         for plot, curve in self.other_curves:
             plot.removeItem(curve.item)
             if plot.legend is not None:
@@ -727,14 +730,15 @@ class TimelineView(QWidget):
         self.other = other
         if other is None:
             return
+        at = place if place is not None else (lambda t: t)
         ram = other.ram
         if ram is not None and len(ram):
-            self._add_other(self.ram_plot, OTHER_TREE, ram.t + shift, process_tree_bytes(ram))
+            self._add_other(self.ram_plot, OTHER_TREE, at(ram.t), process_tree_bytes(ram))
         gpu = other.gpu
         if gpu is not None:
             device = self._gpu_device if self._gpu_device is not None else int(gpu["device"][0])
             mine = gpu["device"] == device
-            self._add_other(self.gpu_plot, OTHER_GPU, gpu.t[mine] + shift, gpu["allocated"][mine])
+            self._add_other(self.gpu_plot, OTHER_GPU, at(gpu.t[mine]), gpu["allocated"][mine])
         self._build_levels()
 
     def _add_other(self, plot: pg.PlotItem, series: Series, t: np.ndarray, y: np.ndarray) -> None:

@@ -224,13 +224,24 @@ def _script_name(script: str | None) -> str | None:
     return os.path.basename(script) if script else None
 
 
-def alignment_shift(c: Comparison) -> float:
-    """Seconds to add to the run before's times to put it on the run after's axis: its first
-    iteration where the run after's is, when both have iterations; else 0 (both from their
-    start)."""
+def aligned_times(c: Comparison, t: np.ndarray) -> np.ndarray:
+    """Times `t` of the run before, moved onto the run after's axis.
+
+    With iterations in both, iteration k of each lands at the same place: piecewise linear
+    between their iteration ends, the times before the first iteration and after the last
+    iteration both have shifted by the offset there. Otherwise both runs count from their
+    start, and `t` stays as it is."""
     before, after = iterations(c.before), iterations(c.after)
+    t = np.asarray(t, dtype=np.float64)
     if c.aligned_by != "iteration" or before is None or after is None:
-        return 0.0
-    if not len(before) or not len(after):
-        return 0.0
-    return float(after.t[0] - before.t[0])
+        return t
+    n = min(len(before), len(after))
+    if n == 0:
+        return t
+    xb = np.concatenate([before.t[:1], before.end[:n]])
+    xa = np.concatenate([after.t[:1], after.end[:n]])
+    out: np.ndarray = np.interp(t, xb, xa)
+    early, late = t < xb[0], t > xb[-1]
+    out[early] = t[early] + (xa[0] - xb[0])
+    out[late] = t[late] + (xa[-1] - xb[-1])
+    return out

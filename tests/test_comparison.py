@@ -98,3 +98,22 @@ def test_percentages(text: str, share: float) -> None:
 def test_a_bad_percentage_says_so() -> None:
     with pytest.raises(ValueError, match="not a percentage"):
         parse_percent("ten")
+
+
+def test_runs_with_iterations_align_iteration_by_iteration() -> None:
+    from profiler.comparison import aligned_times
+
+    slow = profile(ram(12.0, 500 * MiB), steps(np.full(100, 500.0 * MiB), start=1.0, dt=0.1))
+    fast = profile(ram(6.0, 500 * MiB), steps(np.full(60, 500.0 * MiB), start=0.5, dt=0.05))
+    c = compare(slow, fast)
+    assert c.aligned_by == "iteration"
+    slow_ends, fast_ends = slow.steps["end"], fast.steps["end"]  # type: ignore[index]
+    # Iteration 10's end of the slow run lands on iteration 10's end of the fast one
+    assert aligned_times(c, slow_ends[[9, 29, 59]]) == pytest.approx(fast_ends[[9, 29, 59]])
+    # Before its first iteration and after the last one they share: shifted, not squeezed
+    assert aligned_times(c, np.array([0.0]))[0] == pytest.approx(-0.5)
+    late = aligned_times(c, np.array([slow_ends[59] + 2.0]))[0]
+    assert late == pytest.approx(fast_ends[59] + 2.0)
+    # Without iterations in both, times stay as they are
+    idle = profile(ram(5.0, 100 * MiB))
+    assert list(aligned_times(compare(idle, fast), np.array([1.0, 2.0]))) == [1.0, 2.0]

@@ -1,17 +1,19 @@
 """`memsight compare BEFORE AFTER --html OUT`: the comparison as one self-contained page.
 
-The same numbers as the text (compare_command.comparison_to_json), and the two runs' RAM of
-the process tree overlaid on one time axis, drawn by the report's own script
-(resources/report/report.js). When both runs have iterations, the second run is shifted so
-that its first iteration starts where the first run's does.
+The same numbers as the text, and the two runs' RAM of the process tree overlaid on the run
+after's time axis, drawn by the report's own script (resources/report/report.js). When both
+runs have iterations, the run before is aligned by iteration (comparison.aligned_times).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from profiler.compare_command import change_text, changes, value_text
-from profiler.comparison import Comparison, alignment_shift
+from profiler.comparison import Comparison, aligned_times
 from profiler.diagnosis import Finding
 from profiler.profile.model import Profile
 from profiler.profile.series import PROCESS_TREE, Series, process_tree_bytes
@@ -24,11 +26,11 @@ AFTER = Series("after", "after: process tree", PROCESS_TREE.color, dashed=True)
 
 
 def render_compare_html(c: Comparison, before_name: str, after_name: str) -> str:
-    shift = -alignment_shift(c)  # the run after, onto the run before's axis
-    series = [
-        s for s in (_tree(c.before, BEFORE, 0.0), _tree(c.after, AFTER, shift)) if s is not None
-    ]
-    duration = max(c.before.duration, c.after.duration + shift, 1e-3)
+    before = _tree(c.before, BEFORE, lambda t: aligned_times(c, t))
+    after = _tree(c.after, AFTER, lambda t: t)
+    series = [s for s in (before, after) if s is not None]
+    ends = [float(s["t"][-1]) for s in series if s["t"]]
+    duration = max([c.after.duration, *ends, 1e-3])
     chart_data = {
         "duration": round(duration, 4),
         "charts": [{"id": "ram", "plot": "ram", "title": "RAM", "series": series, "limits": []}]
@@ -57,9 +59,10 @@ def render_compare_html(c: Comparison, before_name: str, after_name: str) -> str
             after=c.after.info.target,
             same_script=c.same_script,
             aligned=(
-                f"the after run shifted by {shift:+.2f} s so that both first iterations line up"
+                "by iteration: iteration k of the run before is drawn where the run after "
+                "reached iteration k"
                 if c.aligned_by == "iteration"
-                else "both from their start"
+                else "by time, both from their start"
             ),
             rows=rows,
             resolved=[_finding(x) for x in f.resolved],
@@ -71,11 +74,14 @@ def render_compare_html(c: Comparison, before_name: str, after_name: str) -> str
     )
 
 
-def _tree(profile: Profile, series: Series, shift: float) -> dict[str, Any] | None:
+def _tree(
+    profile: Profile, series: Series, place: Callable[[np.ndarray], np.ndarray]
+) -> dict[str, Any] | None:
+    """A run's process-tree RAM, its times put on the page's axis by `place`."""
     ram = profile.ram
     if ram is None or not len(ram):
         return None
-    return chart_series(series, ram.t + shift, process_tree_bytes(ram))
+    return chart_series(series, place(ram.t), process_tree_bytes(ram))
 
 
 def _finding(finding: Finding) -> dict[str, str]:
