@@ -4,17 +4,35 @@ it), with the numbers `memsight compare` prints, from the same functions."""
 from __future__ import annotations
 
 from html import escape
+from pathlib import Path
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QTextBrowser, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QTextBrowser,
+    QVBoxLayout,
+    QWidget,
+)
 
+from app.controller import RunController
+from app.recordings import recordings_dir
+from app.timeline import TimelineView
 from profiler.compare_command import change_text, changes, value_text
 from profiler.comparison import (
     SIGNIFICANT_BYTES,
     SIGNIFICANT_SHARE,
     Comparison,
+    aligned_times,
+    compare,
 )
 from profiler.diagnosis import Finding
+from profiler.launch.spec import RunSpec
+from profiler.profile.model import Profile
+from profiler.profile.storage import ProfileError, load_profile
 from profiler.units import format_bytes
 
 
@@ -87,3 +105,74 @@ def _findings(word: str, found: list[Finding]) -> list[str]:
         for x in found
     )
     return [f"<p><b>{word}</b></p><ul>{items}</ul>"]
+
+
+class Comparing:
+    """The main window's comparing: File > Compare With..., a Shift-drop, the previous run.
+
+    A mixin of MainWindow, which provides the attributes declared here."""
+
+    profile: Profile | None
+    controller: RunController | None
+    timeline: TimelineView
+    compare: ComparePanel
+    compare_dock: QDockWidget
+    compare_previous_button: QPushButton
+    _previous: tuple[Profile, Path] | None
+
+    def show_error(self, title: str, message: str) -> None: ...
+
+    def _choose_comparison(self) -> None:
+        if self.profile is None:
+            self.show_error("Nothing to compare", "Open or record a run first.")
+            return
+        path, _ = QFileDialog.getOpenFileName(
+            self,  # type: ignore[arg-type]  # a QMainWindow with this mixin
+            "Compare With",
+            str(recordings_dir()),
+            "memsight profiles (*.memsight)",
+        )
+        if path:
+            self.compare_with_file(path)
+
+    def compare_with_file(self, path: str) -> bool:
+        """Show the run of `path` beside the shown one: overlaid, with the numbers."""
+        try:
+            other = load_profile(path)
+        except ProfileError as exc:
+            self.show_error("Cannot compare", str(exc))
+            return False
+        return self.compare_with(other, Path(path))
+
+    def compare_with_previous(self) -> None:
+        if self._previous is not None and self.compare_with(*self._previous):
+            self.compare_previous_button.hide()
+
+    def compare_with(self, other: Profile, path: Path) -> bool:
+        if self.profile is None or (self.controller is not None and self.controller.running):
+            return False
+        try:
+            comparison = compare(other, self.profile)
+        except Exception as exc:  # whatever a file holds, the app stays up
+            self.show_error("Cannot compare", f"{path}: {type(exc).__name__}: {exc}")
+            return False
+        self.timeline.set_comparison(other, lambda t: aligned_times(comparison, t))
+        self.compare.set_comparison(comparison, path.name)
+        self.compare_dock.show()
+        self.compare_dock.raise_()
+        return True
+
+    def stop_comparing(self) -> None:
+        self.timeline.set_comparison(None)
+        self.compare.set_comparison(None)
+        self.compare_dock.hide()
+
+
+def same_target(profile: Profile, spec: RunSpec) -> bool:
+    """Whether a recorded run ran the script (or module) `spec` is about to run."""
+    info = profile.info
+    if spec.module:
+        return info.module == spec.target
+    if info.script is None:
+        return False
+    return Path(info.cwd, info.script).resolve() == Path(spec.cwd, spec.target).resolve()

@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import QEvent, QSettings, QStandardPaths, Qt, QTimer
+from PySide6.QtCore import QEvent, QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
@@ -24,19 +24,19 @@ from PySide6.QtWidgets import (
 )
 
 import profiler
-from app.compare import ComparePanel
+from app.compare import ComparePanel, Comparing, same_target
 from app.console import ConsoleView
 from app.contents import ContentsPanel
 from app.controller import RunController
 from app.findings import BackgroundDiagnosis, FindingsPanel
 from app.plaintext import shorten, window_title
+from app.recordings import recordings_dir
 from app.runsetup import RunSetupPanel
 from app.settings import AppSettings, ScriptSetup
 from app.timeline import TimelineView
-from profiler.comparison import aligned_times, compare
 from profiler.diagnosis import Finding
 from profiler.diagnosis.contents import Census, census_label
-from profiler.launch.spec import ExitStatus, RunSpec, default_profile_name
+from profiler.launch.spec import ExitStatus, default_profile_name
 from profiler.profile.model import Profile
 from profiler.profile.storage import SUFFIX, ProfileError, load_profile
 from profiler.report import write_html
@@ -47,14 +47,7 @@ REFRESH_MS = 33  # ≤ 30 Hz: the model is redrawn on this timer, never per samp
 PROFILE_FILTER = f"memsight profiles (*{SUFFIX});;All files (*)"
 
 
-def recordings_dir() -> Path:
-    base = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.AppDataLocation)
-    path = Path(base or Path.home() / ".memsight") / "recordings"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-class MainWindow(QMainWindow):
+class MainWindow(Comparing, QMainWindow):
     def __init__(self, store: QSettings | None = None) -> None:
         super().__init__()
         self.store = store or QSettings("memsight", "memsight")
@@ -437,7 +430,7 @@ class MainWindow(QMainWindow):
             return
         # The run shown before this one, if it ran the same script: offered for comparison.
         shown = self.profile
-        same = shown is not None and self.profile_path is not None and _same_target(shown, spec)
+        same = shown is not None and self.profile_path is not None and same_target(shown, spec)
         self._previous = (shown, self.profile_path) if same else None  # type: ignore[assignment]
         self.compare_previous_action.setEnabled(False)
         key = str(Path(spec.cwd, spec.target).resolve()) if not spec.module else f"-m {spec.target}"
@@ -618,50 +611,6 @@ class MainWindow(QMainWindow):
                     self.open_path(path)
                 break
 
-    # -- comparing --------------------------------------------------------------------------
-
-    def _choose_comparison(self) -> None:
-        if self.profile is None:
-            self.show_error("Nothing to compare", "Open or record a run first.")
-            return
-        path, _ = QFileDialog.getOpenFileName(
-            self, "Compare With", str(recordings_dir()), "memsight profiles (*.memsight)"
-        )
-        if path:
-            self.compare_with_file(path)
-
-    def compare_with_file(self, path: str) -> bool:
-        """Show the run of `path` beside the shown one: overlaid, with the numbers."""
-        try:
-            other = load_profile(path)
-        except ProfileError as exc:
-            self.show_error("Cannot compare", str(exc))
-            return False
-        return self.compare_with(other, Path(path))
-
-    def compare_with_previous(self) -> None:
-        if self._previous is not None and self.compare_with(*self._previous):
-            self.compare_previous_button.hide()
-
-    def compare_with(self, other: Profile, path: Path) -> bool:
-        if self.profile is None or (self.controller is not None and self.controller.running):
-            return False
-        try:
-            comparison = compare(other, self.profile)
-        except Exception as exc:  # whatever a file holds, the app stays up
-            self.show_error("Cannot compare", f"{path}: {type(exc).__name__}: {exc}")
-            return False
-        self.timeline.set_comparison(other, lambda t: aligned_times(comparison, t))
-        self.compare.set_comparison(comparison, path.name)
-        self.compare_dock.show()
-        self.compare_dock.raise_()
-        return True
-
-    def stop_comparing(self) -> None:
-        self.timeline.set_comparison(None)
-        self.compare.set_comparison(None)
-        self.compare_dock.hide()
-
     def changeEvent(self, event: QEvent) -> None:
         if event.type() == QEvent.Type.PaletteChange:
             self.timeline.apply_palette(self.palette())
@@ -683,13 +632,3 @@ class MainWindow(QMainWindow):
         self.store.setValue("window_state", self.saveState())
         self.settings.save(self.store)
         super().closeEvent(event)
-
-
-def _same_target(profile: Profile, spec: RunSpec) -> bool:
-    """Whether a recorded run ran the script (or module) `spec` is about to run."""
-    info = profile.info
-    if spec.module:
-        return info.module == spec.target
-    if info.script is None:
-        return False
-    return Path(info.cwd, info.script).resolve() == Path(spec.cwd, spec.target).resolve()
