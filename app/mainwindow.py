@@ -45,6 +45,10 @@ from profiler.units import format_bytes, format_duration
 DIAGNOSE_EVERY_S = 2.0  # findings follow a live run at this pace, not every frame
 REFRESH_MS = 33  # ≤ 30 Hz: the model is redrawn on this timer, never per sample
 PROFILE_FILTER = f"memsight profiles (*{SUFFIX});;All files (*)"
+OPEN_FILTER = (
+    f"memsight profiles and scripts (*{SUFFIX} *.py);;memsight profiles (*{SUFFIX});;"
+    "Python scripts (*.py);;All files (*)"
+)
 
 
 class MainWindow(Comparing, QMainWindow):
@@ -347,11 +351,12 @@ class MainWindow(Comparing, QMainWindow):
             self.open_script(path)
 
     def _choose_profile(self) -> None:
+        """Ctrl+O: a profile, or a script (which goes to the Run panel)."""
         path, _ = QFileDialog.getOpenFileName(
-            self, "Open profile", str(recordings_dir()), PROFILE_FILTER
+            self, "Open profile or script", str(recordings_dir()), OPEN_FILTER
         )
         if path:
-            self.open_profile(path)
+            self.open_path(path)
 
     def _fill_recent(self) -> None:
         self.recent_menu.clear()
@@ -452,6 +457,9 @@ class MainWindow(Comparing, QMainWindow):
         self._run_started = time.monotonic()
         self._rate = (self._run_started, 0)
         self._show_profile(controller.profile, out, running=True)
+        # The run's metadata has not arrived yet: the title names the script from the start.
+        name = f"-m {spec.target}" if spec.module else Path(spec.target).name
+        self.setWindowTitle(window_title(f"memsight — {name}"))
         self._set_running(True)
         self.timer.start()
         self._tick()
@@ -497,6 +505,7 @@ class MainWindow(Comparing, QMainWindow):
             self.show_error("The recording failed", controller.error)
         self.console.refresh()
         self.contents.set_running(False)
+        self.timeline.zoom_to_fit()  # the run has ended: all of it in view
         self._diagnose(final=True)
         if self._previous is not None:
             self.compare_previous_action.setEnabled(True)

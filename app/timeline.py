@@ -88,8 +88,12 @@ class ByteAxis(pg.AxisItem):
 
 
 class SecondsAxis(pg.AxisItem):
+    """Seconds since the start, in one format per view: "m:ss" when it spans two minutes or
+    more (every tick level alike), else seconds with the decimals the spacing needs."""
+
     def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
-        if spacing >= 60:
+        low, high = self.range
+        if high - low >= 120:
             return [f"{int(v // 60)}:{int(v % 60):02d}" for v in values]
         decimals = 0 if spacing >= 1 else (1 if spacing >= 0.1 else 3)
         return [f"{v:.{decimals}f} s" for v in values]
@@ -264,8 +268,12 @@ class TimelineView(QWidget):
                 (self.gpu_plot, GPU_ALLOCATED),
             )
         }
-        self.no_gpu = pg.TextItem("This run did not use CUDA", anchor=(0.5, 0.5))
-        self.gpu_plot.addItem(self.no_gpu, ignoreBounds=True)
+        # A run without CUDA has no GPU plot at all: the RAM plot gets its room.
+        self.gpu_shown = True
+        self._empty_shown = False
+        # What to do, where a run's curves will be, until there is one.
+        self.empty = pg.TextItem("Open a script or drop it here, then Run", anchor=(0.5, 0.5))
+        self.ram_plot.addItem(self.empty, ignoreBounds=True)
 
         self.steps = pg.PlotCurveItem(pen=pg.mkPen(COLORS["iteration"], width=1), connect="pairs")
         self.epochs = pg.PlotCurveItem(pen=pg.mkPen(COLORS["epoch"], width=2), connect="pairs")
@@ -291,6 +299,7 @@ class TimelineView(QWidget):
             line.hide()
         self.graphics.scene().sigMouseMoved.connect(self._on_mouse_moved)
         self.apply_palette(self.palette())
+        self.refresh()  # the empty state, until a run is shown
 
     def _make_plot(self, title: str, row: int) -> pg.PlotItem:
         axis = ByteAxis("left")
@@ -438,9 +447,11 @@ class TimelineView(QWidget):
             for curve in self.curves.values():
                 curve.reset()
             self._clear_process_curves()
-            self.no_gpu.hide()
+            self._show_gpu(False)
+            self._show_empty(True)
             self.process_choice.hide()
             return
+        self._show_empty(False)
         if force:
             for curve in self.curves.values():
                 curve.reset()
@@ -519,14 +530,6 @@ class TimelineView(QWidget):
         gpu = profile.gpu
         self._show_gpu(gpu is not None)
         if gpu is None:
-            self.no_gpu.setText(
-                "No CUDA in use yet"
-                if self.running
-                else "This run did not use CUDA: no GPU memory to show"
-            )
-            self.gpu_plot.setYRange(0, 1, padding=0)
-            low, high = self.gpu_plot.getViewBox().viewRange()[0]
-            self.no_gpu.setPos(QPointF((low + high) / 2, 0.5))
             return
         if self._gpu_device is None:
             self._gpu_device = int(gpu["device"][0])  # the device the script allocated on first
@@ -545,12 +548,30 @@ class TimelineView(QWidget):
             used.extend(nvml.t[start:rows][mine], nvml["used"][start:rows][mine], rows)
 
     def _show_gpu(self, used: bool) -> None:
-        """Without CUDA the GPU plot shows only its message: no legend, no byte axis."""
-        self.no_gpu.setVisible(not used)
-        self.gpu_plot.legend.setVisible(used)
-        self.gpu_plot.getAxis("left").setStyle(showValues=used)
+        """The GPU plot is in the layout only while the shown run uses CUDA (a live run's
+        appears when the script initialises it)."""
+        if used == self.gpu_shown:
+            return
+        self.gpu_shown = used
         if used:
+            self.graphics.ci.addItem(self.gpu_plot, row=1, col=0)
             self.gpu_plot.enableAutoRange(axis="y")
+        else:
+            self.graphics.ci.removeItem(self.gpu_plot)
+
+    def _show_empty(self, empty: bool) -> None:
+        """No run yet: the message, and no byte axis counting from nothing."""
+        if empty == self.empty.isVisible() and empty == self._empty_shown:
+            return
+        self._empty_shown = empty
+        self.empty.setVisible(empty)
+        self.ram_plot.getAxis("left").setStyle(showValues=not empty)
+        if empty:
+            self.ram_plot.setYRange(0, 1, padding=0)
+            low, high = self.ram_plot.getViewBox().viewRange()[0]
+            self.empty.setPos(QPointF((low + high) / 2, 0.5))
+        else:
+            self.ram_plot.enableAutoRange(axis="y")  # the fixed range was the message's
 
     def _limits(self, profile: Profile) -> None:
         """Dashed lines at system RAM, the cgroup limit and each device's capacity."""
@@ -704,7 +725,8 @@ class TimelineView(QWidget):
         self._draw_spans()
         self._draw_steps()
         low, high = self.lane.getViewBox().viewRange()[0]
-        self.no_gpu.setPos(QPointF((low + high) / 2, 0.5))  # keep the message centred
+        if self.empty.isVisible():
+            self.empty.setPos(QPointF((low + high) / 2, 0.5))  # keep the message centred
         if not self.running:
             if not self._levels_built:
                 self._build_levels()
@@ -800,7 +822,7 @@ class TimelineView(QWidget):
                 axis = plot.getAxis(name)
                 axis.setPen(pg.mkPen(foreground))
                 axis.setTextPen(pg.mkPen(foreground))
-        self.no_gpu.setColor(QColor(foreground))
+        self.empty.setColor(QColor(foreground))
         legend_background = QColor(background)
         legend_background.setAlpha(190)
         for plot in (self.ram_plot, self.gpu_plot):

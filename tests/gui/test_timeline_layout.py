@@ -1,0 +1,86 @@
+"""The timeline's layout: what it shows with no run, without CUDA, and how its time axis
+reads."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from app.timeline import SecondsAxis, TimelineView
+from tests.factories import GiB, MiB, profile, ram, table
+
+
+def test_with_no_run_it_says_what_to_do_and_has_no_gpu_plot(qtbot) -> None:  # type: ignore[no-untyped-def]
+    view = TimelineView()
+    qtbot.addWidget(view)
+    assert view.empty.isVisible()
+    assert view.empty.textItem.toPlainText() == "Open a script or drop it here, then Run"
+    assert not view.gpu_shown
+    assert view.gpu_plot.scene() is None  # out of the layout, not just hidden
+
+
+def test_a_run_without_cuda_gives_the_ram_plot_the_room(qtbot) -> None:  # type: ignore[no-untyped-def]
+    view = TimelineView()
+    qtbot.addWidget(view)
+    view.resize(900, 600)
+    view.set_profile(profile(ram(5.0, 100 * MiB)))
+    assert not view.empty.isVisible() and not view.gpu_shown
+    # The byte axis follows the run's curves again, not the message's 0 to 1
+    box = view.ram_plot.getViewBox()
+    assert box.autoRangeEnabled()[1]
+    box.updateAutoRange()
+    low, high = box.viewRange()[1]
+    assert low <= 100 * MiB <= high
+    view.show()
+    qtbot.waitExposed(view)
+    assert view.ram_plot.height() > 0.6 * view.graphics.height()
+
+
+def test_the_gpu_plot_comes_with_cuda(qtbot) -> None:  # type: ignore[no-untyped-def]
+    view = TimelineView()
+    qtbot.addWidget(view)
+    t = np.arange(0, 5.0, 0.1)
+    gpu = table("gpu", t, device=0, allocated=GiB, allocated_peak=GiB, reserved=GiB)
+    view.set_profile(profile(ram(5.0, 100 * MiB), gpu))
+    assert view.gpu_shown and view.gpu_plot.scene() is view.graphics.scene()
+    view.set_profile(profile(ram(5.0, 100 * MiB)))  # and goes with the next run without it
+    assert not view.gpu_shown
+
+
+def test_one_time_format_per_view(qtbot) -> None:  # type: ignore[no-untyped-def]
+    axis = SecondsAxis("bottom")
+    axis.setRange(0, 200)  # minutes: major ticks every 100 s, minor every 50 s
+    assert axis.tickStrings([100, 200], 1, 100) == ["1:40", "3:20"]
+    assert axis.tickStrings([50, 150], 1, 50) == ["0:50", "2:30"]
+    axis.setRange(0, 90)
+    assert axis.tickStrings([30, 60], 1, 30) == ["30 s", "60 s"]
+    assert axis.tickStrings([0.5], 1, 0.5) == ["0.5 s"]
+
+
+def test_ctrl_o_opens_a_script_into_the_run_panel(  # type: ignore[no-untyped-def]
+    window, tmp_path, monkeypatch
+) -> None:
+    from app import mainwindow
+
+    script = tmp_path / "train.py"
+    script.write_text("print('hi')\n")
+    monkeypatch.setattr(
+        mainwindow.QFileDialog, "getOpenFileName", lambda *a, **k: (str(script), "")
+    )
+    window.open_action.trigger()
+    assert window.setup_panel.script.text() == str(script)
+    assert window.error_box is None  # not "not a memsight profile"
+
+
+def test_a_live_run_is_titled_by_its_script_and_shown_whole_when_it_ends(  # type: ignore[no-untyped-def]
+    qtbot, window, tmp_path
+) -> None:
+    from tests.gui.support import wait_until_settled
+
+    script = tmp_path / "train.py"
+    script.write_text("import time\ntime.sleep(1.5)\n")
+    window.open_script(str(script))
+    window.start_run()
+    assert window.windowTitle() == "memsight — train.py"
+    wait_until_settled(qtbot, window)
+    low, high = window.timeline.lane.getViewBox().viewRange()[0]
+    assert low <= 0.05 and high >= window.profile.duration * 0.99
