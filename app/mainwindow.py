@@ -346,9 +346,18 @@ class MainWindow(Comparing, QMainWindow):
         self.setWindowTitle("memsight")
 
     def _choose_script(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open script", "", "Python scripts (*.py)")
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Open script", self._last_script_folder(), "Python scripts (*.py)"
+        )
         if path:
             self.open_script(path)
+
+    def _last_script_folder(self) -> str:
+        """Where the Open Script dialog starts: the folder of the script opened last."""
+        for recent in self.settings.recent_scripts:
+            if not recent.startswith("-m ") and Path(recent).parent.is_dir():
+                return str(Path(recent).parent)
+        return ""
 
     def _choose_profile(self) -> None:
         """Ctrl+O: a profile, or a script (which goes to the Run panel)."""

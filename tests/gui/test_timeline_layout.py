@@ -84,3 +84,26 @@ def test_a_live_run_is_titled_by_its_script_and_shown_whole_when_it_ends(  # typ
     wait_until_settled(qtbot, window)
     low, high = window.timeline.lane.getViewBox().viewRange()[0]
     assert low <= 0.05 and high >= window.profile.duration * 0.99
+
+
+def test_typing_a_script_path_sets_its_folder_and_the_dialog_starts_there(  # type: ignore[no-untyped-def]
+    window, tmp_path, monkeypatch
+) -> None:
+    from app import mainwindow
+
+    folder = tmp_path / "project"
+    folder.mkdir()
+    script = folder / "train.py"
+    script.write_text("print('hi')\n")
+    window.setup_panel.script.setText(str(script))
+    window.setup_panel.script.editingFinished.emit()
+    assert window.setup_panel.cwd.text() == str(folder)
+    started_in = []
+
+    def dialog(parent, title, start, filters):  # type: ignore[no-untyped-def]
+        started_in.append(start)
+        return "", ""
+
+    monkeypatch.setattr(mainwindow.QFileDialog, "getOpenFileName", dialog)
+    window.open_script_action.trigger()
+    assert started_in == [str(folder)]
