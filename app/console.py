@@ -175,6 +175,7 @@ class ConsoleView(QWidget):
         self._shown = 0
         self._tail = OutputTail()
         self.text.clear()
+        self.search.clear()  # a search was in the run shown before
         # A profile recorded with `memsight run > log` has no output to show: say why.
         self.text.setPlaceholderText((unrecorded_output(profile) or "") if profile else "")
         self.refresh()

@@ -322,6 +322,10 @@ class TimelineView(QWidget):
         self.clear_highlight()
         self.mark_times([])
         self.set_comparison(None)
+        # Nothing of the run shown before: its hover readout and crosshair.
+        self.readout.setText(" ")
+        for line in self.crosshairs:
+            line.hide()
         self.job = self.profile = profile
         self.selected = None
         self.running = running

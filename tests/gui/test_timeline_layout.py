@@ -107,3 +107,16 @@ def test_typing_a_script_path_sets_its_folder_and_the_dialog_starts_there(  # ty
     monkeypatch.setattr(mainwindow.QFileDialog, "getOpenFileName", dialog)
     window.open_script_action.trigger()
     assert started_in == [str(folder)]
+
+
+def test_nothing_of_the_run_before_stays_when_another_is_shown(  # type: ignore[no-untyped-def]
+    window, tmp_path
+) -> None:
+    window._show_profile(profile(ram(5.0, 100 * MiB)), tmp_path / "a.memsight")
+    window.timeline.readout.setText("2.00 s: RAM 100 MiB")
+    window.timeline.crosshairs[0].show()
+    window.console.search.setText("loss")
+    window._show_profile(profile(ram(5.0, 200 * MiB)), tmp_path / "b.memsight")
+    assert window.timeline.readout.text().strip() == ""
+    assert not any(line.isVisible() for line in window.timeline.crosshairs)
+    assert window.console.search.text() == ""
