@@ -15,7 +15,14 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt, Signal
 from PySide6.QtGui import QColor, QPalette
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.plaintext import line_label, tooltip
 from profiler import protocol
@@ -221,6 +228,9 @@ class TimelineView(QWidget):
 
         self.readout = QLabel(" ")
         self.readout.setTextFormat(Qt.TextFormat.PlainText)
+        # A long readout is cut, never widens the timeline: the docks beside it keep their size.
+        self.readout.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        self.readout.setMinimumWidth(0)
         self.readout.setObjectName("readout")
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.ci.setSpacing(2)

@@ -120,3 +120,16 @@ def test_nothing_of_the_run_before_stays_when_another_is_shown(  # type: ignore[
     assert window.timeline.readout.text().strip() == ""
     assert not any(line.isVisible() for line in window.timeline.crosshairs)
     assert window.console.search.text() == ""
+
+
+def test_hovering_never_resizes_the_docks(qtbot, window, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    window.resize(1280, 800)
+    window.show()
+    qtbot.waitExposed(window)
+    window._show_profile(profile(ram(5.0, 100 * MiB)), tmp_path / "a.memsight")
+    qtbot.wait(50)
+    before = window.findings_dock.width(), window.width()
+    long = "12.345 s   RAM: main process 1.23 GiB, peak 1.25 GiB, workers 0 B, tree 1.25 GiB" * 3
+    window.timeline.readout.setText(long)  # what a hover over a busy plot writes
+    qtbot.wait(50)
+    assert (window.findings_dock.width(), window.width()) == before
