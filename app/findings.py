@@ -94,7 +94,9 @@ def finding_html(finding: Finding, cwd: str = "") -> str:
         links = " &middot; ".join(f"<a href='{_e(d.url)}'>{_e(d.title)}</a>" for d in fix.docs)
         parts += [
             f"<p><b>{rank + 1}. {_e(fix.title)}</b><br>{_e(fix.why)}</p>",
-            f"<pre style='white-space:pre-wrap'>{_e(fix.after)}</pre>",
+            # Never wrapped: a wrapped line of code starts again at column 0 and reads as
+            # other code. A narrow panel scrolls sideways instead.
+            f"<pre style='white-space:pre'>{_e(fix.after)}</pre>",
             f"<p><a href='copy:{rank}'>Copy this snippet</a> &middot; {links}<br>"
             f"<i>Trade-off:</i> {_e(fix.tradeoff)}</p>",
         ]
@@ -250,7 +252,9 @@ class FindingsPanel(QWidget):
             if finding is None:
                 return
             rank = int(url.path() or url.toString().split(":", 1)[1])
-            QGuiApplication.clipboard().setText(get_fix(finding.fixes[rank]).after + "\n")
+            fix = get_fix(finding.fixes[rank])
+            QGuiApplication.clipboard().setText(fix.after + "\n")
+            self.message.emit(f"Copied the snippet of “{fix.title}” to the clipboard")
         elif url.scheme() == "open":
             self._open_location(int(url.path() or url.toString().split(":", 1)[1]))
         elif url.scheme() == "editor":

@@ -8,6 +8,7 @@ import pytest
 from PySide6.QtCore import QUrl
 from PySide6.QtGui import QGuiApplication
 
+from app.findings import finding_html
 from app.mainwindow import MainWindow
 from profiler.diagnosis import Diagnosis, Evidence, Finding, get_fix
 from tests.gui.support import NO_ZERO_GRAD, run_to_end
@@ -37,8 +38,12 @@ def test_a_finding_from_a_run_is_listed_highlighted_and_its_fix_copyable(
     view_low, view_high = window.timeline.lane.getViewBox().viewRange()[0]
     assert view_low <= low and high <= view_high
 
-    panel.details.anchorClicked.emit(QUrl("copy:0"))
+    with qtbot.waitSignal(panel.message) as copied:
+        panel.details.anchorClicked.emit(QUrl("copy:0"))
     assert QGuiApplication.clipboard().text().strip() == get_fix(finding.fixes[0]).after.strip()
+    assert copied.args[0].startswith("Copied the snippet")  # and the status bar says so
+    # The snippet's lines are never wrapped back to column 0: the panel scrolls sideways
+    assert "<pre style='white-space:pre'>" in finding_html(finding)
 
     panel.list.setCurrentRow(-1)
     assert window.timeline._highlights == []
