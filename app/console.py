@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bisect
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import (
     QColor,
     QKeySequence,
@@ -129,6 +129,11 @@ class OutputTail:
 
 
 class ConsoleView(QWidget):
+    # A line typed into the input field, to the running script's stdin ("\n" included), and
+    # Ctrl+D there: end of file.
+    inputEntered = Signal(str)
+    inputClosed = Signal()
+
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.text = QPlainTextEdit()
@@ -151,10 +156,17 @@ class ConsoleView(QWidget):
         bar.addWidget(self.matches)
         bar.addWidget(previous)
         bar.addWidget(following)
+        # The script's stdin while it runs: a line at a time, as a terminal would send it.
+        self.input = QLineEdit()
+        self.input.setPlaceholderText("Input to the script (Enter sends the line, Ctrl+D ends it)")
+        self.input.setEnabled(False)
+        self.input.returnPressed.connect(self._send_line)
+        QShortcut(QKeySequence("Ctrl+D"), self.input, self._close_input)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
         layout.addLayout(bar)
         layout.addWidget(self.text, 1)
+        layout.addWidget(self.input)
         self.search.textChanged.connect(self._highlight)
         self.search.returnPressed.connect(lambda: self.find_text(backward=False))
         following.clicked.connect(lambda: self.find_text(backward=False))
@@ -169,6 +181,21 @@ class ConsoleView(QWidget):
         self._note.setForeground(QColor("gray"))
         self._note.setFontItalic(True)
         self._tail = OutputTail()
+
+    def set_input_open(self, open_: bool) -> None:
+        """Whether the input line sends to a running script."""
+        self.input.setEnabled(open_)
+        if not open_:
+            self.input.clear()
+
+    def _send_line(self) -> None:
+        line = self.input.text()
+        self.input.clear()
+        self.inputEntered.emit(line + "\n")
+
+    def _close_input(self) -> None:
+        self.inputClosed.emit()
+        self.set_input_open(False)
 
     def set_profile(self, profile: Profile | None) -> None:
         self._profile = profile

@@ -8,6 +8,7 @@ LiveProfile's queue; the window's timer calls poll(), which decodes them into th
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import threading
@@ -96,6 +97,14 @@ class RunController:
 
     def kill(self) -> None:
         self._send(b"kill")
+
+    def send_input(self, text: str) -> None:
+        """What the user typed, to the script's stdin."""
+        self._send(b"stdin " + json.dumps(text).encode())
+
+    def close_input(self) -> None:
+        """End of file on the script's stdin (Ctrl+D)."""
+        self._send(b"eof")
 
     @property
     def running(self) -> bool:

@@ -103,6 +103,10 @@ class MainWindow(Comparing, QMainWindow):
         self._contents_shown = False  # the dock's tab is in front (Qt says so only by signal)
         self.contents_dock.visibilityChanged.connect(self._on_contents_shown)
         self.findings.message.connect(lambda text: self.statusBar().showMessage(text, 10_000))
+        self.console.inputEntered.connect(self._send_input)
+        self.console.inputClosed.connect(
+            lambda: self.controller.close_input() if self.controller is not None else None
+        )
         self.diagnosis = BackgroundDiagnosis(self)
         self.diagnosis.ready.connect(self.findings.set_diagnosis)
         self._diagnosed_at = 0.0
@@ -473,6 +477,11 @@ class MainWindow(Comparing, QMainWindow):
         self.timer.start()
         self._tick()
 
+    def _send_input(self, text: str) -> None:
+        """A line typed under the console, to the running script's stdin."""
+        if self.controller is not None and self.controller.running:
+            self.controller.send_input(text)
+
     def stop_run(self) -> None:
         if self.controller is not None and self.controller.running:
             self.controller.stop()
@@ -480,6 +489,7 @@ class MainWindow(Comparing, QMainWindow):
 
     def _set_running(self, running: bool) -> None:
         self.setup_panel.set_running(running)
+        self.console.set_input_open(running)
         self.run_action.setEnabled(not running)
         self.stop_action.setEnabled(running)
         self.open_action.setEnabled(not running)

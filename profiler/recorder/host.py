@@ -6,7 +6,8 @@ APP_PID: the app's pid. The recording process ends with the app (SIGTERM, which 
 target as the Stop button does), also when the app died before this process got going.
 
 stdin: one JSON line with the run request, then control lines: "stop" ends the target's
-whole tree gracefully, "kill" at once. End of input (the app went away) counts as "stop".
+whole tree gracefully, "kill" at once, `stdin "TEXT"` (a JSON string) writes TEXT to the
+target's stdin, "eof" ends it. End of input (the app went away) counts as "stop".
 stdout: the recording's frames, exactly as written to the profile file, for the live view.
 stderr: one line explaining why, if the target could not be started (exit status 3).
 
@@ -16,6 +17,8 @@ share one GIL in-process), and lets the file be finished even if the app dies.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
 import sys
@@ -61,6 +64,13 @@ def _control(recording: Recording, fd: int) -> None:
                 recording.stop()
             elif line.strip() == b"kill":
                 recording.kill_tree()
+            elif line.startswith(b"stdin "):  # a JSON string: what the user typed
+                with contextlib.suppress(ValueError):
+                    text = json.loads(line[6:])
+                    if isinstance(text, str):
+                        recording.send_input(text.encode("utf-8", "surrogateescape"))
+            elif line.strip() == b"eof":
+                recording.close_input()
     if recording.poll():
         recording.stop()  # end of input: the app is gone
 

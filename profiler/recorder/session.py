@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import queue
 import secrets
 import signal
 import socket
@@ -61,7 +62,8 @@ class Recording:
     exactly python's semantics (what it appends to a regular file is read back at the end,
     without times; pipe output is not recorded, and an `output_not_recorded` event says so), and the fds that are a terminal are replaced by one pseudo-terminal whose
     output is copied to the real terminal and recorded (recorder/terminal.py).
-    "capture" (the app) records stdout and stderr through pipes; stdin is empty.
+    "capture" (the app) records stdout and stderr through pipes; stdin is a pipe that
+    send_input() writes to (the app's input line) and close_input() ends.
     new_session puts the target in its own session and process group (the GUI), so Stop
     reaches the whole tree. new_group puts it in a process group of its own, in memsight's
     session (the command line outside a terminal's foreground, where a signal sent to
@@ -109,6 +111,7 @@ class Recording:
         self.tree: TreeWatcher | None = None
         self.snapshots: SnapshotStore | None = None  # under --cuda-history
         self._procs = 0  # the last number given to a process of the job other than the target
+        self._input: _InputPipe | None = None  # the target's stdin, in capture mode
         self._shared_schemas: dict[str, TableSchema] = {}  # their tables, by the agent's name
 
     # -- frame sink ---------------------------------------------------------------------------
@@ -264,6 +267,9 @@ class Recording:
             )
         except OSError:
             streams.close_all()
+            if self._input is not None:
+                self._input.child_started()
+                self._input.close()
             if self.terminal is not None:
                 self.terminal.close()
             self.writer.close()
@@ -274,6 +280,8 @@ class Recording:
                 self.snapshots.finish()
             raise
         streams.child_started()
+        if self._input is not None:
+            self._input.child_started()
         if self.terminal is not None:
             self.terminal.on_interrupt_key = self._interrupt_key
             self.terminal.child_started(self.process.pid)
@@ -355,8 +363,9 @@ class Recording:
     def _open_streams(self) -> _Streams:
         if self.stdio == "capture":
             channels = [StreamChannel(use_pty=False) for _ in (1, 2)]
+            self._input = _InputPipe()
             return _Streams(
-                stdin=subprocess.DEVNULL,
+                stdin=self._input.read_fd,
                 child_fds=[c.child_fd for c in channels],
                 pumped=[(c, s, None) for c, s in zip(channels, _STREAMS, strict=True)],
                 unrecorded=[],
@@ -448,6 +457,16 @@ class Recording:
         self.finish(code)
         assert self.status is not None
         return self.status
+
+    def send_input(self, data: bytes) -> None:
+        """Write `data` to the target's stdin (capture mode), in order, without blocking."""
+        if self._input is not None:
+            self._input.send(data)
+
+    def close_input(self) -> None:
+        """End the target's stdin: its reads see end of file once it has read what was sent."""
+        if self._input is not None:
+            self._input.close()
 
     def send_signal(self, signum: int) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -611,3 +630,36 @@ class _Streams:
 
 def _lead_a_process_group() -> None:
     os.setpgid(0, 0)
+
+
+class _InputPipe:
+    """The target's stdin in capture mode: a pipe written by a thread of its own, so that a
+    script that does not read never blocks the recorder (nor Stop)."""
+
+    def __init__(self) -> None:
+        self.read_fd, self._write_fd = os.pipe()
+        self._queue: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._write, name="memsight-stdin", daemon=True)
+        self._thread.start()
+
+    def child_started(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self.read_fd)  # the target has it; ours would keep end of file away
+
+    def send(self, data: bytes) -> None:
+        self._queue.put(data)
+
+    def close(self) -> None:
+        self._queue.put(None)
+
+    def _write(self) -> None:
+        try:
+            while (data := self._queue.get()) is not None:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(self._write_fd, view) :]
+        except OSError:
+            pass  # the target is gone (or closed its stdin): nothing more to send
+        finally:
+            with contextlib.suppress(OSError):
+                os.close(self._write_fd)

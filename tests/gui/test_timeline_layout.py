@@ -133,3 +133,29 @@ def test_hovering_never_resizes_the_docks(qtbot, window, tmp_path) -> None:  # t
     window.timeline.readout.setText(long)  # what a hover over a busy plot writes
     qtbot.wait(50)
     assert (window.findings_dock.width(), window.width()) == before
+
+
+def test_a_script_that_reads_stdin_gets_the_lines_typed_under_the_console(  # type: ignore[no-untyped-def]
+    qtbot, window, tmp_path
+) -> None:
+    from tests.gui.support import wait_until_settled
+
+    script = tmp_path / "ask.py"
+    script.write_text(
+        "import sys\nname = input('name? ')\nprint('hello', name, flush=True)\n"
+        "print('rest:', repr(sys.stdin.read()), flush=True)\n"
+    )
+    window.open_script(str(script))
+    window.start_run()
+    assert window.console.input.isEnabled()
+    qtbot.waitUntil(lambda: "name?" in window.profile.output_text(), timeout=30_000)
+    window.console.input.setText("Ada")
+    window.console.input.returnPressed.emit()
+    qtbot.waitUntil(lambda: "hello Ada" in window.profile.output_text(), timeout=30_000)
+    window.console.input.setText("more")
+    window.console.input.returnPressed.emit()
+    window.console._close_input()  # Ctrl+D: end of file
+    wait_until_settled(qtbot, window)
+    assert "rest: 'more\\n'" in window.profile.output_text()
+    assert window.profile.info.exit_code == 0
+    assert not window.console.input.isEnabled()

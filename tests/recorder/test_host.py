@@ -127,3 +127,17 @@ def test_the_recording_process_of_an_app_that_died_before_it_started_ends_too(
         kill_quietly(holder)
         if pid_file.exists():
             kill_quietly(int(pid_file.read_text()))
+
+
+def test_control_lines_feed_the_targets_stdin_and_end_it(tmp_path: Path) -> None:
+    script = write_script(
+        tmp_path, "echo.py", "import sys\nprint(repr(sys.stdin.read()), flush=True)\n"
+    )
+    with start_host(script, tmp_path / "echo.memsight") as host:
+        assert host.stdin is not None and host.stdout is not None
+        host.stdin.write(b'stdin "one\\n"\nstdin "two \\u00e9\\n"\neof\n')
+        host.stdin.flush()
+        host.stdout.read()
+        assert host.wait(timeout=60) == 0
+    profile = load_profile(tmp_path / "echo.memsight")
+    assert profile.output_text() == "'one\\ntwo é\\n'\n"
