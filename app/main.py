@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes.util
+import os
 import sys
+from collections.abc import Callable, Mapping
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication, QIcon
@@ -22,7 +25,43 @@ def app_icon() -> QIcon:
     return icon
 
 
+# What Qt's X11 platform plugin loads beside Qt itself, by the Debian/Ubuntu package that
+# has it. Without one of them Qt aborts with "Could not load the Qt platform plugin xcb".
+X11_LIBRARIES = {
+    "xcb-cursor": "libxcb-cursor0",
+    "xcb-icccm": "libxcb-icccm4",
+    "xcb-image": "libxcb-image0",
+    "xcb-keysyms": "libxcb-keysyms1",
+    "xcb-randr": "libxcb-randr0",
+    "xcb-render-util": "libxcb-render-util0",
+    "xcb-shape": "libxcb-shape0",
+    "xkbcommon-x11": "libxkbcommon-x11-0",
+}
+
+
+def missing_x11_packages(
+    environ: Mapping[str, str], find: Callable[[str], str | None] = ctypes.util.find_library
+) -> list[str]:
+    """The packages of X11 libraries the app will need and this system lacks (Linux, X11)."""
+    if not sys.platform.startswith("linux"):
+        return []
+    platform = environ.get("QT_QPA_PLATFORM", "")
+    if platform and not platform.startswith("xcb"):
+        return []  # offscreen, wayland, ...: Qt will not load the X11 plugin
+    if not platform and environ.get("WAYLAND_DISPLAY") and not environ.get("DISPLAY"):
+        return []
+    return [package for library, package in X11_LIBRARIES.items() if find(library) is None]
+
+
 def run_gui(argv: list[str]) -> int:
+    missing = missing_x11_packages(os.environ)
+    if missing:
+        sys.stderr.write(
+            "memsight: the desktop app needs system libraries this machine lacks: "
+            f"{', '.join(missing)} (Debian/Ubuntu: sudo apt-get install {' '.join(missing)}); "
+            "`memsight run` and `memsight report` work without them\n"
+        )
+        return 1
     QGuiApplication.setHighDpiScaleFactorRoundingPolicy(
         Qt.HighDpiScaleFactorRoundingPolicy.PassThrough
     )
