@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Sequence
@@ -20,8 +21,12 @@ def _parser() -> argparse.ArgumentParser:
             "`memsight run ... torchrun --nnodes K ...`) into one job profile that the app and "
             "`memsight report` open like any other. The first profile's run is the job's; "
             "every process of the others becomes a process of the job, named by its node. "
-            "Clocks are aligned by each profile's wall-clock start time: exact to about 1 ms, "
-            "plus whatever the machines' clocks disagree by (keep them in sync with NTP)."
+            "Clocks are aligned by each profile's wall-clock start time plus its own monotonic "
+            "clock: exact to about 1 ms (the start times are in milliseconds), plus whatever "
+            "the machines' wall clocks disagree by, which memsight cannot measure (keep them in "
+            "sync with NTP). The job's output is the first profile's; the other profiles' "
+            "output, CUDA snapshots and records of child processes without memsight's agent "
+            "are left out (their own files keep them)."
         ),
         epilog="exit status: 0 when written; 1 when an input cannot be read or the output "
         "cannot be written; 2 for a usage error.",
@@ -34,12 +39,23 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _is_an_input(out: str, inputs: list[str]) -> bool:
+    """Whether OUT names an input file, however spelled (a link, a linked folder)."""
+    real = os.path.realpath(out)
+    for path in inputs:
+        if os.path.realpath(path) == real:
+            return True
+        with contextlib.suppress(OSError):
+            if os.path.samefile(path, out):  # a hard link
+                return True
+    return False
+
+
 def cmd_merge(argv: Sequence[str]) -> int:
     options = _parser().parse_args(list(argv))
-    out = os.path.abspath(options.out)
-    inputs = [os.path.abspath(p) for p in options.profiles]
-    if out in inputs:
-        sys.stderr.write(f"memsight: error: {terminal_safe(options.out)} is one of the inputs\n")
+    out = options.out
+    if _is_an_input(out, options.profiles):
+        sys.stderr.write(f"memsight: error: {terminal_safe(out)} is one of the inputs\n")
         return 2
     if os.path.exists(out) and not options.force:
         sys.stderr.write(
@@ -47,13 +63,16 @@ def cmd_merge(argv: Sequence[str]) -> int:
         )
         return 2
     try:
-        merged = merge_profiles(options.profiles, options.out)
+        result = merge_profiles(options.profiles, options.out)
     except (ProfileError, MergeError) as exc:
         sys.stderr.write(f"memsight: error: {terminal_safe(str(exc))}\n")
         return 1
     except OSError as exc:
         sys.stderr.write(f"memsight: error: {terminal_safe(options.out)}: {exc.strerror or exc}\n")
         return 1
+    merged = result.inputs
+    for line in result.warnings:
+        sys.stderr.write(f"memsight: warning: {terminal_safe(line)}\n")
     for entry in merged:
         shift = (
             "reference clock"
@@ -64,6 +83,7 @@ def cmd_merge(argv: Sequence[str]) -> int:
         sys.stdout.write(f"  {terminal_safe(entry.path)}  ({name}, {shift})\n")
     sys.stdout.write(
         f"memsight: wrote {terminal_safe(options.out)}: {len(merged)} profiles on one clock, "
-        f"aligned to within about {ALIGNMENT_ERROR_MS:g} ms plus the machines' clock skew\n"
+        f"aligned to within about {ALIGNMENT_ERROR_MS:g} ms plus the machines' clock skew "
+        "(not measured)\n"
     )
     return 0

@@ -14,16 +14,17 @@ wall-clock starts (RunInfo.start_time, taken right after t0_ns): shift_i = (W_i 
 milliseconds on a LAN; memsight cannot measure it). The `merge` event records both.
 
 Left out of the other inputs: their output (the job's output is the first input's), their
-CUDA snapshots, and the recorder's own view of their children (the `children` and `nvml`
-tables, child events): pids of different machines would mix. Their processes' ends are kept
-(as `process_exit` events).
+CUDA snapshots, the recorder's own view of their children (the `children` and `nvml` tables,
+child events: pids of different machines would mix) and their own `merge` events. Their
+processes' ends are kept (as `process_exit` events). A merged profile can be merged again:
+a process that already names its node keeps it.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,12 @@ import numpy as np
 from profiler import protocol
 from profiler.profile import codec
 from profiler.profile.model import TIME_COLUMNS, Profile
-from profiler.profile.processes import PROC_COLUMN, shared_table_base, shared_table_name
+from profiler.profile.processes import (
+    PROC_COLUMN,
+    ProcessInfo,
+    shared_table_base,
+    shared_table_name,
+)
 from profiler.profile.storage import PROCESSES_VERSION, file_header, read_frames
 from profiler.protocol import TableSchema
 
@@ -49,6 +55,7 @@ _LOCAL_EVENTS = frozenset(
         "frame_rejected",
         "attachment",
         "cuda_snapshot",
+        "merge",  # an input merged before: the output's one merge event says what was done
     }
 )
 
@@ -65,18 +72,24 @@ class MergedInput:
     first_proc: int  # the job's number for its target; its process k is first_proc + k
 
 
-def merge_profiles(paths: list[str], out: str | os.PathLike[str]) -> list[MergedInput]:
+@dataclass
+class MergeResult:
+    inputs: list[MergedInput]  # the first is the reference clock (shift 0, process 0)
+    warnings: list[str]  # what could not be carried over, one line each
+
+
+def merge_profiles(paths: list[str], out: str | os.PathLike[str]) -> MergeResult:
     """Write the job profile of `paths` (at least one) to `out`; what each input became."""
     loaded = [read_frames(path) for path in paths]
     profiles = [profile for profile, _ in loaded]
     base = profiles[0]
-    starts = [_start_ns(p, path) for p, path in zip(profiles, paths, strict=True)]
+    starts = [_start_time(p, path) for p, path in zip(profiles, paths, strict=True)]
     t0s = [p.info.t0_ns or 0 for p in profiles]
     merged: list[MergedInput] = []
     next_proc = max([0, *base.subprocesses]) + 1
     writer = _JobWriter(loaded[0][1])
     for index in range(1, len(paths)):
-        shift = (starts[index] - starts[0]) - (t0s[index] - t0s[0])
+        shift = _nanoseconds(starts[index] - starts[0]) - (t0s[index] - t0s[0])
         entry = MergedInput(paths[index], profiles[index].info.hostname, shift, next_proc)
         writer.add_node(profiles[index], loaded[index][1], entry)
         merged.append(entry)
@@ -95,19 +108,32 @@ def merge_profiles(paths: list[str], out: str | os.PathLike[str]) -> list[Merged
             },
             *(
                 {"t": t0s[0], "type": "process", "proc": k, "node": base.info.hostname}
-                for k in (0, *base.subprocesses)
+                for k, process in _processes(base)
+                if process.node is None  # a merged profile's processes keep their nodes
             ),
         ]
     )
     writer.write(Path(out))
-    return [first, *merged]
+    return MergeResult([first, *merged], writer.warnings)
 
 
-def _start_ns(profile: Profile, path: str) -> int:
+def _processes(profile: Profile) -> list[tuple[int, ProcessInfo]]:
+    return [(0, profile.process), *((k, p.process) for k, p in profile.subprocesses.items())]
+
+
+def _start_time(profile: Profile, path: str) -> datetime:
     try:
-        return int(datetime.fromisoformat(profile.info.start_time).timestamp() * 1e9)
+        start = datetime.fromisoformat(profile.info.start_time)
     except ValueError:
-        raise MergeError(f"{path}: the profile has no start time to align its clock by") from None
+        start = None
+    if start is None or start.tzinfo is None:  # a wall clock of no known zone aligns nothing
+        raise MergeError(f"{path}: the profile has no start time to align its clock by")
+    return start
+
+
+def _nanoseconds(delta: timedelta) -> int:
+    # Exact, unlike float seconds: a float holds today's epoch in ns only to 256 ns.
+    return ((delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds) * 1_000
 
 
 class _JobWriter:
@@ -117,6 +143,7 @@ class _JobWriter:
         self.frames: list[bytes] = []
         self.shared: dict[str, TableSchema] = {}  # procs_ tables by kind
         self.used_ids: set[int] = set()
+        self.warnings: list[str] = []
         for kind, payload in base_frames:
             if kind == protocol.SCHEMA:
                 schema = TableSchema.from_json(protocol.decode_json(payload))
@@ -131,6 +158,7 @@ class _JobWriter:
         self, profile: Profile, frames: list[tuple[int, bytes]], entry: MergedInput
     ) -> None:
         schemas: dict[int, TableSchema] = {}
+        refused: set[str] = set()  # tables whose rows the job's tables cannot hold
         events: list[dict[str, Any]] = [self._node_process(profile, entry)]
         agents = {sub.process.pid: k for k, sub in profile.subprocesses.items()}
         for kind, payload in frames:
@@ -141,25 +169,34 @@ class _JobWriter:
                 table_id, encoding, data = protocol.split_samples(payload)
                 schema = schemas[table_id]
                 if schema.name not in _LOCAL_TABLES:
-                    self._rows(schema, codec.decode_sequence(schema, [(encoding, data)]), entry)
+                    matrix = codec.decode_sequence(schema, [(encoding, data)])
+                    if not self._rows(schema, matrix, entry):
+                        refused.add(schema.name)
             elif kind == protocol.EVENTS:
                 for event in protocol.check_events(protocol.decode_json(payload)):
                     moved = self._event(event, entry, agents)
                     if moved is not None:
                         events.append(moved)
         self.events(events)
+        for name in sorted(refused):
+            self.warnings.append(
+                f"{entry.path}: table {name!r} left out: its columns differ from the job's "
+                "(profiles recorded by different memsight versions)"
+            )
 
     def _node_process(self, profile: Profile, entry: MergedInput) -> dict[str, Any]:
         """The `process` event of a node's target, which becomes a process of the job."""
         info, process = profile.info, profile.process
         head = ["-m", info.module] if info.module else [info.script or "?"]
+        # It started when its own recorder saw it start (its agent's hello), as process 0 did
+        started = (info.t0_ns or 0) + round(process.started * 1e9)
         event: dict[str, Any] = {
-            "t": (info.t0_ns or 0) + entry.shift_ns,
+            "t": started + entry.shift_ns,
             "type": "process",
             "proc": entry.first_proc,
             "pid": info.pid,
             "cmdline": [info.python, *head, *info.argv],
-            "node": entry.hostname,
+            "node": process.node or entry.hostname,
         }
         for key in ("rank", "local_rank", "world_size", "group_rank"):
             value = getattr(process, key)
@@ -185,14 +222,16 @@ class _JobWriter:
         elif kind == "exit":  # its target's own end
             moved["type"] = "process_exit"
         elif kind == "process":
-            moved["node"] = entry.hostname
+            moved.setdefault("node", entry.hostname)  # a merged input's processes keep theirs
             if int(event.get("proc", 0)) == 0:
                 return None  # said by _node_process, with what its run metadata knows
         return moved
 
-    def _rows(self, schema: TableSchema, matrix: np.ndarray, entry: MergedInput) -> None:
+    def _rows(self, schema: TableSchema, matrix: np.ndarray, entry: MergedInput) -> bool:
+        """Append a node's rows to the job's procs_ table of their kind; False: it cannot
+        hold them (another column layout)."""
         if not len(matrix):
-            return
+            return True
         names = [c for c, _ in schema.columns]
         matrix = matrix.copy()
         for i, name in enumerate(names):
@@ -209,12 +248,13 @@ class _JobWriter:
             columns = list(schema.columns)
         shared = self._shared(kind_name, columns)
         if shared is None:
-            return
+            return False
         self.frames.append(
             protocol.encode_frame(
                 protocol.SAMPLES, codec.encode_columns_packed(shared, matrix), compress=True
             )
         )
+        return True
 
     def _shared(self, kind_name: str, columns: list[tuple[str, str]]) -> TableSchema | None:
         shared = self.shared.get(kind_name)

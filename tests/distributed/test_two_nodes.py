@@ -52,6 +52,14 @@ def test_two_nodes_recorded_apart_merge_into_one_job_in_lockstep(tmp_path: Path)
     )
     assert merged.returncode == 0, merged.stderr
     job = load_profile(tmp_path / "job.memsight")
+    # Both "nodes" read this machine's one monotonic clock, so the right shift is 0: what the
+    # merge computed from the wall-clock starts is its alignment error, within the 1 ms it says
+    # (two start times cut to the millisecond; 0.5 ms more for the recorder being preempted
+    # between reading its two clocks)
+    merge = next(job.events_of("merge"))
+    offset_ns = merge.get("inputs")[1]["offset_ns"]
+    assert abs(offset_ns) < 1.5e6, offset_ns
+    assert "aligned to within about 1 ms" in merged.stdout
     ranks = sorted(
         (p for p in job.subprocesses.values() if p.process.role == "rank"),
         key=lambda p: p.process.rank or 0,
