@@ -24,9 +24,28 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.jobview import (
+    WHOLE_JOB,
+    JobCurves,
+    choice_label,
+    event_count,
+    event_label,
+    job_order,
+    peak_label,
+    process_marks,
+    rss_label,
+)
 from app.plaintext import line_label, tooltip
+from app.plotting import (
+    ByteAxis,
+    Curve,
+    SecondsAxis,
+    make_curve,
+    make_legend,
+    paint_labels,
+    set_entries,
+)
 from profiler import protocol
-from profiler.profile.columns import ColumnStore
 from profiler.profile.model import Profile
 from profiler.profile.series import (
     DEVICE_USED,
@@ -41,159 +60,26 @@ from profiler.profile.series import (
     Series,
     process_tree_bytes,
 )
-from profiler.units import format_bytes, unit_for
+from profiler.units import format_bytes
 
 FOLLOW_WINDOW_S = 60.0
 MAX_SPANS_DRAWN = 1500
 MAX_EVENT_LINES = 50  # lines across the plots at errors and the exit; the rest are marks only
 MAX_EVENT_MARKS = 2000  # marks in the event lane (and the exit's): a hostile file may hold millions
 MAX_STEPS_DRAWN = 3000  # iteration ticks are drawn when this few are in view
-LEVEL_FACTOR = 4
-MIN_LEVEL_POINTS = 2048  # phase shading is drawn only when this few spans are in view
 
 # Curves and marks take their colours from profiler.profile.series, shared with the report.
 COLORS = MARK_COLORS
-# The other processes of a job (ranks, spawned workers), overlaid on the RAM plot: colours
-# apart from the target's series.
-PROCESS_COLORS = ("#e377c2", "#bcbd22", "#8c564b", "#17becf", "#9467bd", "#7f7f7f")
 
 
 # The run compared with (File > Compare With...): dashed, in grey, on every plot.
 OTHER_TREE = Series("other_tree", "compared run: process tree", "#606060", dashed=True)
 OTHER_GPU = Series("other_allocated", "compared run: allocated", "#606060", dashed=True)
-
-
-def process_label(profile: Profile) -> str:
-    """How the timeline names one process of a job: "rank 1 (RSS)", "pid 42 (RSS)"."""
-    return f"{profile.process.label} (RSS)"
+# The whole job's total: the target's process tree holds every process of the job.
+JOB_TREE_LABEL = "Whole job (tree)"
 
 
 CENSUS_COLOR = "#8e44ad"  # the census the contents panel shows: apart from every other mark
-
-
-class ByteAxis(pg.AxisItem):
-    """A y axis in B / KiB / MiB / GiB with ticks on round numbers of that unit."""
-
-    def tickSpacing(self, minVal: float, maxVal: float, size: float) -> list[tuple[float, float]]:
-        span = maxVal - minVal
-        if span <= 0 or size <= 0:
-            return super().tickSpacing(minVal, maxVal, size)  # type: ignore[no-any-return]
-        _, unit = unit_for(max(abs(minVal), abs(maxVal)))
-        wanted = max(2.0, size / 40)  # about one labelled tick per 40 pixels
-        raw = span / unit / wanted
-        magnitude = 10 ** np.floor(np.log10(raw)) if raw > 0 else 1.0
-        step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
-        return [(step * unit, 0)]  # no minor level: its grid lines cost more than they tell
-
-    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
-        if not values:
-            return []
-        unit, size = unit_for(max(abs(v) for v in values))
-        step = spacing / size
-        decimals = 0 if step >= 1 else (1 if step >= 0.1 else 2)
-        return [f"{v / size:.{decimals}f} {unit}" for v in values]
-
-
-class SecondsAxis(pg.AxisItem):
-    """Seconds since the start, in one format per view: "m:ss" when it spans two minutes or
-    more (every tick level alike), else seconds with the decimals the spacing needs."""
-
-    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
-        low, high = self.range
-        if high - low >= 120:
-            return [f"{int(v // 60)}:{int(v % 60):02d}" for v in values]
-        decimals = 0 if spacing >= 1 else (1 if spacing >= 0.1 else 3)
-        return [f"{v:.{decimals}f} s" for v in values]
-
-
-class _Series:
-    """One curve's points in growable float64 buffers, extended by new rows only.
-
-    Converting and copying whole columns every frame would make each frame slower the longer
-    a run goes; here a frame costs what arrived since the last one, and pyqtgraph draws views
-    of the buffers clipped to the visible range.
-    """
-
-    def __init__(self, item: pg.PlotDataItem) -> None:
-        self.item = item
-        self._points = ColumnStore({"x": np.float64, "y": np.float64})
-        self.source_rows = 0  # rows of the source table already taken in
-        self.levels: list[tuple[int, np.ndarray, np.ndarray]] = []
-
-    @property
-    def n(self) -> int:
-        return len(self._points)
-
-    @property
-    def x(self) -> np.ndarray:
-        return self._points.column("x")
-
-    @property
-    def y(self) -> np.ndarray:
-        return self._points.column("y")
-
-    def reset(self) -> None:
-        self._points = ColumnStore({"x": np.float64, "y": np.float64})
-        self.source_rows = 0
-        self.levels = []
-        self.item.setData([], [])
-
-    def build_levels(self) -> None:
-        """Min/max summaries at 4x, 16x, 64x ... fewer points, for a finished run.
-
-        Each level keeps, for every block of rows, its lowest and its highest value, so a
-        spike survives at every zoom; a frame then draws about two points per pixel whatever
-        the length of the run.
-        """
-        self.levels = []
-        x, y = self.x, self.y
-        factor = LEVEL_FACTOR
-        lows, highs = y, y
-        while self.n // factor >= MIN_LEVEL_POINTS:
-            blocks = len(lows) // LEVEL_FACTOR
-            lows = lows[: blocks * LEVEL_FACTOR].reshape(blocks, LEVEL_FACTOR).min(axis=1)
-            highs = highs[: blocks * LEVEL_FACTOR].reshape(blocks, LEVEL_FACTOR).max(axis=1)
-            xs = np.repeat(x[: blocks * factor : factor], 2)
-            self.levels.append((factor, xs, np.column_stack((lows, highs)).ravel()))
-            factor *= LEVEL_FACTOR
-
-    def show_range(self, low: float, high: float, pixels: int) -> None:
-        """Draw the level that gives about two points per pixel between low and high."""
-        if not self.levels:
-            return
-        x = self.x
-        first = max(0, int(np.searchsorted(x, low)) - 1)
-        last = min(self.n, int(np.searchsorted(x, high)) + 1)
-        wanted = max(1, (last - first) // max(pixels, 1))
-        level = None
-        for candidate in self.levels:
-            if candidate[0] <= wanted:
-                level = candidate
-        if level is None:
-            self.item.setData(x, self.y)
-            return
-        factor, xs, ys = level
-        a, b = 2 * (first // factor), 2 * (last // factor + 1)
-        self.item.setData(xs[a:b], ys[a:b])
-
-    def extend(self, x: np.ndarray, y: np.ndarray, source_rows: int) -> None:
-        self.source_rows = source_rows
-        added = len(x)
-        if not added:
-            return
-        self._points.append({"x": x, "y": y}, added)
-        self.item.setData(self.x, self.y)
-
-
-def _curve(plot: pg.PlotItem, series: Series) -> pg.PlotDataItem:
-    # One-pixel pens: wider ones are drawn segment by segment, several times slower in
-    # software rendering, which decides whether a long run pans at 30 frames per second.
-    style = Qt.PenStyle.DashLine if series.dashed else Qt.PenStyle.SolidLine
-    pen = pg.mkPen(color=series.color, width=1, style=style)
-    item = plot.plot(name=series.label, pen=pen, skipFiniteCheck=True)
-    item.setDownsampling(auto=True, method="peak")
-    item.setClipToView(True)
-    return item
 
 
 class TimelineView(QWidget):
@@ -210,14 +96,13 @@ class TimelineView(QWidget):
         self.job: Profile | None = None
         self.profile: Profile | None = None
         self.selected: int | None = None  # None: the whole job, the others overlaid
-        self.process_curves: dict[int, _Series] = {}
         # Another run overlaid for comparison (File > Compare With...), on this run's axis.
         self.other: Profile | None = None
-        self.other_curves: list[tuple[pg.PlotItem, _Series]] = []
+        self.other_curves: list[tuple[pg.PlotItem, Curve]] = []
         self.follow = True
         self.running = False
         self._programmatic_range = False
-        self._marker_rows = (-1, -1, -1)
+        self._marker_rows = (-1, -1, -1, -1)
         self._gpu_device: int | None = None
         self._levels_built = False
         self._limit_lines: list[tuple[pg.PlotItem, pg.InfiniteLine]] = []
@@ -265,19 +150,20 @@ class TimelineView(QWidget):
             plot.getAxis("bottom").setStyle(showValues=False)
 
         # Drawn in this order: the main curves on top of their peaks and the tree.
-        self.curves = {
-            s.key: _Series(_curve(plot, s))
-            for plot, s in (
-                (self.ram_plot, MAIN_PEAK),
-                (self.ram_plot, PROCESS_TREE),
-                (self.ram_plot, WORKERS),
-                (self.ram_plot, MAIN_RSS),
-                (self.gpu_plot, GPU_ALLOCATED_PEAK),
-                (self.gpu_plot, DEVICE_USED),
-                (self.gpu_plot, GPU_RESERVED),
-                (self.gpu_plot, GPU_ALLOCATED),
-            )
-        }
+        self._main_series: tuple[tuple[pg.PlotItem, Series], ...] = (
+            (self.ram_plot, MAIN_PEAK),
+            (self.ram_plot, PROCESS_TREE),
+            (self.ram_plot, WORKERS),
+            (self.ram_plot, MAIN_RSS),
+            (self.gpu_plot, GPU_ALLOCATED_PEAK),
+            (self.gpu_plot, DEVICE_USED),
+            (self.gpu_plot, GPU_RESERVED),
+            (self.gpu_plot, GPU_ALLOCATED),
+        )
+        self.curves = {s.key: Curve(make_curve(plot, s)) for plot, s in self._main_series}
+        # The whole job: each process' RSS and GPU memory side by side (app/jobview.py).
+        self.job_curves = JobCurves(self.ram_plot, self.gpu_plot)
+        self._choices: list[tuple[int, str]] = []  # the selector's entries (process, text)
         # A run without CUDA has no GPU plot at all: the RAM plot gets its room.
         self.gpu_shown = True
         self._empty_shown = False
@@ -322,7 +208,7 @@ class TimelineView(QWidget):
         plot.setMouseEnabled(x=True, y=False)
         plot.enableAutoRange(axis="y")
         plot.setAutoVisible(y=True)
-        plot.addLegend(offset=(6, 4), labelTextSize="8pt")
+        make_legend(plot)
         plot.getViewBox().sigRangeChangedManually.connect(self._on_manual_range)
         return plot
 
@@ -338,6 +224,7 @@ class TimelineView(QWidget):
             line.hide()
         self.job = self.profile = profile
         self.selected = None
+        self._choices = []
         self.running = running
         self.follow = True
         self._redraw()
@@ -353,7 +240,7 @@ class TimelineView(QWidget):
             return
         self.selected = proc
         self.profile = job if proc in (None, 0) else job.subprocesses[proc]
-        index = self.process_choice.findData(-1 if proc is None else proc)
+        index = self.process_choice.findData(WHOLE_JOB if proc is None else proc)
         if index >= 0 and index != self.process_choice.currentIndex():
             self.process_choice.blockSignals(True)
             self.process_choice.setCurrentIndex(index)
@@ -365,9 +252,9 @@ class TimelineView(QWidget):
         """Every curve and mark again, from the shown profile's first row."""
         for curve in self.curves.values():
             curve.reset()
-        self._clear_process_curves()
+        self.job_curves.clear()
         self._gpu_device = None
-        self._marker_rows = (-1, -1, -1)
+        self._marker_rows = (-1, -1, -1, -1)
         self.refresh(force=True)
         if not self.running:
             self._build_levels()
@@ -460,7 +347,7 @@ class TimelineView(QWidget):
         if profile is None:
             for curve in self.curves.values():
                 curve.reset()
-            self._clear_process_curves()
+            self.job_curves.clear()
             self._show_gpu(False)
             self._show_empty(True)
             self.process_choice.hide()
@@ -471,12 +358,26 @@ class TimelineView(QWidget):
                 curve.reset()
         self._sync_process_choice()
         self._refresh_ram(profile)
-        self._refresh_processes()
-        self._refresh_gpu(profile)
+        if self.whole_job and self.job is not None:
+            self.job_curves.refresh(self.job)
+            self._show_gpu(self.job_curves.uses_gpu(self.job))
+        else:
+            self._refresh_gpu(profile)
+        self._sync_legends()
         self._limits(profile)
         self._refresh_markers(profile, force)
         if self.follow and self.running:
             self._apply_follow()
+
+    @property
+    def whole_job(self) -> bool:
+        """A job shown whole: each process' curves side by side, the target's tree above."""
+        return self.job is not None and bool(self.job.subprocesses) and self.selected is None
+
+    @property
+    def process_curves(self) -> dict[int, Curve]:
+        """Each process' RSS curve of the whole-job view, by process number."""
+        return self.job_curves.ram
 
     # -- drawing --------------------------------------------------------------------------------
 
@@ -484,61 +385,71 @@ class TimelineView(QWidget):
         ram = profile.ram
         if ram is None:
             return
-        start, rows = self.curves["rss"].source_rows, len(ram)
+        start, rows = self.curves[PROCESS_TREE.key].source_rows, len(ram)
         if rows == start:
             return
         t = ram.t[start:rows]
+        self.curves[PROCESS_TREE.key].extend(t, process_tree_bytes(ram, start, rows), rows)
+        if self.whole_job:
+            return  # each process' RSS is drawn by the job's curves instead
         for series in (MAIN_RSS, MAIN_PEAK, WORKERS):
             self.curves[series.key].extend(t, ram[series.key][start:rows], rows)
-        self.curves[PROCESS_TREE.key].extend(t, process_tree_bytes(ram, start, rows), rows)
+
+    def _main_label(self, series: Series) -> str:
+        """A main curve's label: a process of a job drawn alone names itself."""
+        profile = self.profile
+        if profile is None or self.job is None or not self.job.subprocesses:
+            return series.label
+        if series is MAIN_RSS:
+            return rss_label(profile)
+        if series is MAIN_PEAK:
+            return peak_label(profile)
+        return series.label
+
+    def _sync_legends(self) -> None:
+        """Each legend lists the curves this view draws, under the names it gives them."""
+        entries: dict[int, list[tuple[pg.PlotDataItem, str]]] = {
+            id(self.ram_plot): [],
+            id(self.gpu_plot): [],
+        }
+        if self.whole_job and self.job is not None:
+            ram, gpu = self.job_curves.entries(self.job)
+            tree = (self.curves[PROCESS_TREE.key].item, JOB_TREE_LABEL)
+            entries[id(self.ram_plot)] += [tree, *ram]
+            entries[id(self.gpu_plot)] += gpu
+        else:
+            for plot, series in self._main_series:
+                item = self.curves[series.key].item
+                entries[id(plot)].append((item, self._main_label(series)))
+        for plot, curve in self.other_curves:
+            entries[id(plot)].append((curve.item, curve.item.name() or ""))
+        for plot in (self.ram_plot, self.gpu_plot):
+            set_entries(plot, entries[id(plot)])
 
     def _sync_process_choice(self) -> None:
-        """The selector lists the job's processes as they appear (a live job grows)."""
+        """The selector lists the job's processes as they appear (a live job grows, and a
+        process is named by its rank once it has one)."""
         job = self.job
-        subprocesses = job.subprocesses if job is not None else {}
-        self.process_choice.setVisible(bool(subprocesses))
-        if not subprocesses or self.process_choice.count() == len(subprocesses) + 2:
+        processes = job_order(job) if job is not None and job.subprocesses else []
+        self.process_choice.setVisible(bool(processes))
+        choices = [(p.process.proc, choice_label(p)) for p in processes]
+        if choices == self._choices:
             return
-        assert job is not None
+        self._choices = choices
         self.process_choice.blockSignals(True)
         self.process_choice.clear()
-        self.process_choice.addItem("Whole job", -1)
-        self.process_choice.addItem(f"{job.process.label} (target)", 0)
-        for number, sub in subprocesses.items():
-            self.process_choice.addItem(process_label(sub), number)
-        index = self.process_choice.findData(-1 if self.selected is None else self.selected)
+        if choices:
+            self.process_choice.addItem("Whole job", WHOLE_JOB)
+        for number, text in choices:
+            self.process_choice.addItem(text, number)
+        index = self.process_choice.findData(WHOLE_JOB if self.selected is None else self.selected)
         self.process_choice.setCurrentIndex(max(0, index))
         self.process_choice.blockSignals(False)
 
     def _on_process_chosen(self, index: int) -> None:
         data = self.process_choice.itemData(index)
         if isinstance(data, int):
-            self.select_process(None if data < 0 else data)
-
-    def _refresh_processes(self) -> None:
-        """The whole job: each other process' own RSS beside the target's curves."""
-        job = self.job
-        if job is None or self.selected is not None:
-            return
-        for number, sub in job.subprocesses.items():
-            ram = sub.ram
-            if ram is None or not len(ram):
-                continue
-            curve = self.process_curves.get(number)
-            if curve is None:
-                color = PROCESS_COLORS[(number - 1) % len(PROCESS_COLORS)]
-                series = Series(f"proc{number}", process_label(sub), color)
-                curve = self.process_curves[number] = _Series(_curve(self.ram_plot, series))
-            start, rows = curve.source_rows, len(ram)
-            if rows > start:
-                curve.extend(ram.t[start:rows], ram["rss"][start:rows], rows)
-
-    def _clear_process_curves(self) -> None:
-        for curve in self.process_curves.values():
-            self.ram_plot.removeItem(curve.item)
-            if self.ram_plot.legend is not None:
-                self.ram_plot.legend.removeItem(curve.item)
-        self.process_curves = {}
+            self.select_process(None if data == WHOLE_JOB else data)
 
     def _refresh_gpu(self, profile: Profile) -> None:
         gpu = profile.gpu
@@ -621,6 +532,7 @@ class TimelineView(QWidget):
             len(steps) if steps is not None else 0,
             len(spans) if spans is not None else 0,
             len(profile.events),
+            event_count(self.job) if self.whole_job and self.job is not None else 0,
         )
         if counts == self._marker_rows and not force:
             return
@@ -674,7 +586,7 @@ class TimelineView(QWidget):
                 continue
             if event.type == "exception":
                 oom = event.get("oom")
-                label = f"{'OOM' if oom else 'error'}: {str(event.get('exc_type', '')).rsplit('.', 1)[-1]}"
+                label = event_label(event.type, event.get("exc_type"), bool(oom))
                 spots.append(
                     {"pos": (event.t, 2.4), "symbol": "t", "brush": COLORS["error"], "data": label}
                 )
@@ -696,6 +608,19 @@ class TimelineView(QWidget):
                     {"pos": (event.t, 2.4), "symbol": "s", "brush": COLORS["exit"], "data": label}
                 )
                 self._add_event_line(event.t, label, COLORS["exit"])
+        if self.whole_job and self.job is not None:
+            # The other processes' errors, named by rank, on the same lane.
+            for mark in process_marks(self.job, max(0, MAX_EVENT_MARKS - len(spots))):
+                spots.append(
+                    {
+                        "pos": (mark.t, 2.4),
+                        "symbol": "t",
+                        "brush": COLORS["error"],
+                        "data": mark.label,
+                    }
+                )
+                if mark.line:
+                    self._add_event_line(mark.t, mark.label, COLORS["error"])
         self.marks.setData(spots)
 
     def _add_event_line(self, t: float, label: str, color: str) -> None:
@@ -749,9 +674,9 @@ class TimelineView(QWidget):
             for curve in self._all_curves():
                 curve.show_range(low, high, pixels)
 
-    def _all_curves(self) -> list[_Series]:
+    def _all_curves(self) -> list[Curve]:
         others = [curve for _plot, curve in self.other_curves]
-        return [*self.curves.values(), *self.process_curves.values(), *others]
+        return [*self.curves.values(), *self.job_curves.curves(), *others]
 
     def set_comparison(
         self, other: Profile | None, place: Callable[[np.ndarray], np.ndarray] | None = None
@@ -778,7 +703,7 @@ class TimelineView(QWidget):
         self._build_levels()
 
     def _add_other(self, plot: pg.PlotItem, series: Series, t: np.ndarray, y: np.ndarray) -> None:
-        curve = _Series(_curve(plot, series))
+        curve = Curve(make_curve(plot, series))
         curve.extend(t, y.astype(np.float64), len(t))
         self.other_curves.append((plot, curve))
 
@@ -805,7 +730,13 @@ class TimelineView(QWidget):
             return ""
         parts = [f"t = {t:.3f} s"]
         ram = profile.ram
-        if ram is not None and len(ram):
+        if self.whole_job and self.job is not None:
+            # The job's total, then each process' own RSS, as the RAM plot draws them.
+            if ram is not None and len(ram):
+                i = max(0, int(np.searchsorted(ram.t, t, side="right")) - 1)
+                parts.append(f"tree {format_bytes(int(process_tree_bytes(ram, i, i + 1)[0]))}")
+            parts += self.job_curves.readout(self.job, t)
+        elif ram is not None and len(ram):
             i = max(0, int(np.searchsorted(ram.t, t, side="right")) - 1)
             parts += [
                 f"main {format_bytes(int(ram['rss'][i]))}"
@@ -814,7 +745,7 @@ class TimelineView(QWidget):
                 f"tree {format_bytes(int(process_tree_bytes(ram, i, i + 1)[0]))}",
             ]
         gpu = profile.gpu
-        if gpu is not None:
+        if gpu is not None and not self.whole_job:
             i = max(0, int(np.searchsorted(gpu.t, t, side="right")) - 1)
             parts += [
                 f"allocated {format_bytes(int(gpu['allocated'][i]))}",
@@ -842,3 +773,4 @@ class TimelineView(QWidget):
         for plot in (self.ram_plot, self.gpu_plot):
             plot.legend.setBrush(pg.mkBrush(legend_background))
             plot.legend.setLabelTextColor(foreground)
+            paint_labels(plot.legend)
