@@ -70,7 +70,8 @@ class ProcessMark:
     """An error of a process other than the target, on the target's time axis."""
 
     t: float
-    label: str  # "rank 1: OOM: OutOfMemoryError"
+    label: str  # "rank 1: OOM: OutOfMemoryError", the mark's tooltip
+    line_label: str  # "rank 1: OOM": short, as the line's label sits beside the legend
     oom: bool
     line: bool  # drawn across the plots (an OOM or an uncaught exception), not only as a mark
 
@@ -95,6 +96,7 @@ def process_marks(job: Profile, limit: int) -> list[ProcessMark]:
                 ProcessMark(
                     event.t,
                     f"{sub.process.label}: {label}",
+                    f"{sub.process.label}: {'OOM' if oom else 'error'}",
                     oom,
                     event.type == "exception" and (oom or bool(event.get("uncaught"))),
                 )

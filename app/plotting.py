@@ -17,6 +17,7 @@ LEVEL_FACTOR = 4
 MIN_LEVEL_POINTS = 2048  # a curve is thinned into levels once it holds this many points
 
 HIDDEN_LABEL = "#9a9a9a"  # a legend entry whose curve the user hid
+MAX_ROWS_ONE_COLUMN = 5  # a legend of more entries takes two columns
 
 
 class ByteAxis(pg.AxisItem):
@@ -158,6 +159,8 @@ def set_entries(plot: pg.PlotItem, entries: list[tuple[pg.PlotDataItem, str]]) -
     if legend_entries(plot) == entries:
         return
     legend.clear()
+    # A job of many ranks: two columns, so the legend covers less of the curves.
+    legend.setColumnCount(1 if len(entries) <= MAX_ROWS_ONE_COLUMN else 2)
     for item, label in entries:
         legend.addItem(item, label)
     paint_labels(legend)

@@ -620,7 +620,7 @@ class TimelineView(QWidget):
                     }
                 )
                 if mark.line:
-                    self._add_event_line(mark.t, mark.label, COLORS["error"])
+                    self._add_event_line(mark.t, mark.line_label, COLORS["error"])
         self.marks.setData(spots)
 
     def _add_event_line(self, t: float, label: str, color: str) -> None:

@@ -146,7 +146,7 @@ def test_a_rank_error_is_marked_on_the_whole_job_lane_with_its_rank(
     lines = [
         line.label.toPlainText() for _, line in timeline._event_lines if hasattr(line, "label")
     ]
-    assert "rank 1: OOM: OutOfMemoryError" in lines
+    assert "rank 1: OOM" in lines  # short beside the legend; the mark's tip has the type
     timeline.select_process(1)  # rank 0 alone: rank 1's error is not its own
     assert not [spot.data() for spot in timeline.marks.points()]
 
