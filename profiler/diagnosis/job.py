@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
-
 from profiler import protocol
 from profiler.diagnosis.finding import Finding
 from profiler.diagnosis.signals import step_at
@@ -60,8 +58,10 @@ def with_other_ranks(findings: list[Finding], views: list[Profile]) -> list[Find
     for finding in findings:
         process = finding.process
         if finding.rule in _ERROR_RULES and process is not None and process.rank is not None:
+            # The error's moment is where its evidence ends (out-of-memory and run-failed
+            # start theirs at the last finished step, before it).
             others = [
-                f"{r.process.label} was {activity_at(r, finding.evidence.start_s)}"
+                f"{r.process.label} was {activity_at(r, finding.evidence.end_s)}"
                 for r in ranks
                 if r.process.proc != process.proc
             ]
@@ -71,13 +71,3 @@ def with_other_ranks(findings: list[Finding], views: list[Profile]) -> list[Find
             finding = replace(finding, evidence=replace(finding.evidence, text=text))
         out.append(finding)
     return out
-
-
-def level_at(view: Profile, t: np.ndarray) -> np.ndarray:
-    """A process' own RSS at times `t` (the reading at or before each; 0 before its first)."""
-    ram = view.ram
-    if ram is None or not len(ram):
-        return np.zeros(len(t))
-    at = np.searchsorted(ram.t, t, side="right") - 1
-    values = np.where(at >= 0, ram["rss"][np.maximum(at, 0)], 0)
-    return values.astype(np.float64)

@@ -111,9 +111,15 @@ class ProcessSummary:
 
 
 def summarize_processes(profile: Profile) -> list[ProcessSummary]:
-    """The target, then every other process of the job, by the same peaks as summarize()."""
+    """The target, then the job's ranks by rank, then its other processes in the order they
+    started, by the same peaks as summarize(). By rank: the recorder numbers processes as they
+    connect, so rank 1 is often process 1 and rank 0 process 2."""
+    others = sorted(
+        profile.subprocesses.values(),
+        key=lambda v: (v.process.rank is None, v.process.rank or 0, v.process.proc),
+    )
     out = []
-    for view in (profile, *profile.subprocesses.values()):
+    for view in (profile, *others):
         s = summarize(view)
         ended = view.info.ended_by if view is profile else view.process.ended_by
         out.append(ProcessSummary(view.process, s.iterations, s.ram, s.gpu_allocated, ended))

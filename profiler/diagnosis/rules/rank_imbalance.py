@@ -9,9 +9,11 @@ rank, so the others' share is wasted, and that rank runs out first.
 Judged on each rank's own RSS peak (RAM), and on PyTorch's allocated peak (GPU, over its
 devices) where the ranks used CUDA: the largest rank against the median of the others, when
 it is at least rank_imbalance_factor times it and rank_imbalance_min_bytes above it. Where it
-diverges: the first moment its RSS stands above the others' median level by a tenth of the
-final gap, with what it was doing then (diagnosis/job.py activity_at). Needs two ranks or
-more.
+diverges: the moment from which its level (RSS, or allocated on the device of its peak) stays
+above the others' median level by a tenth of the final gap until the gap is largest, with
+what it was doing then (diagnosis/job.py activity_at). "Stays": the ranks start a little
+apart, so one rank is briefly ahead while the others still import torch; that is not where
+it pulls away. Needs two ranks or more.
 
 Evidence numbers: `rank`, `peak_bytes`, `others_median_bytes`, `factor`, `memory`
 ("ram" or "gpu"), `diverges_s`.
@@ -23,7 +25,7 @@ import numpy as np
 
 from profiler.diagnosis.config import DiagnosisConfig
 from profiler.diagnosis.finding import Evidence, Finding
-from profiler.diagnosis.job import activity_at, level_at, ranks_of
+from profiler.diagnosis.job import activity_at, ranks_of
 from profiler.profile.model import Profile
 from profiler.units import format_bytes
 
@@ -37,7 +39,10 @@ EXPLANATION = (
     "chunks), or free what rank 0 gathered as soon as it is used."
 )
 FIXES = ("rank-zero-extra-work", "del-and-scope")
-DIVERGED_SHARE = 0.1  # of the final gap: past start-up noise, near where the extra work begins
+# Of the final gap: a tenth is past the ranks' RSS noise (a few MiB against a gap of 256 MiB
+# or more) yet close to where the extra work begins; half would name the middle of a gradual
+# build-up (rank 0 gathering a little every step), well after the step that started it.
+DIVERGED_SHARE = 0.1
 
 
 def check_job(views: list[Profile], config: DiagnosisConfig) -> list[Finding]:
@@ -74,9 +79,7 @@ def _imbalance(
         return None
     view = ranks[top]
     label = view.process.label
-    diverges = (
-        _divergence(view, [r for i, r in enumerate(ranks) if i != top]) if memory == "ram" else None
-    )
+    diverges = _divergence(view, [r for i, r in enumerate(ranks) if i != top], memory)
     where = "RAM" if memory == "ram" else "GPU memory"
     text = (
         f"{label} peaks at {format_bytes(peak)} of {where}, {peak / others:.1f} times the other "
@@ -112,17 +115,41 @@ def _imbalance(
     )
 
 
-def _divergence(view: Profile, others: list[Profile]) -> float | None:
-    """When `view`'s RSS first stands above the others' median level by DIVERGED_SHARE of its
-    final gap: where it starts to pull away."""
-    ram = view.ram
-    if ram is None or not len(ram):
+def _divergence(view: Profile, others: list[Profile], memory: str) -> float | None:
+    """When `view` pulls away from the others: the moment from which its level stays above
+    the others' median level by DIVERGED_SHARE of the final gap, up to where the gap is
+    largest. None without samples."""
+    t, own = _levels(view, memory)
+    if not len(t):
         return None
-    t = ram.t
-    levels = np.median(np.vstack([level_at(o, t) for o in others]), axis=0)
-    gap = ram["rss"] - levels
-    final = float(gap.max())
-    if final <= 0:
+    levels = np.median(np.vstack([_level_at(*_levels(o, memory), t) for o in others]), axis=0)
+    gap = own - levels
+    largest = int(np.argmax(gap))
+    if gap[largest] <= 0:
         return None
-    above = np.flatnonzero(gap >= DIVERGED_SHARE * final)
-    return float(t[above[0]]) if len(above) else None
+    below = np.flatnonzero(gap[: largest + 1] < DIVERGED_SHARE * gap[largest])
+    return float(t[below[-1] + 1 if len(below) else 0])
+
+
+def _levels(view: Profile, memory: str) -> tuple[np.ndarray, np.ndarray]:
+    """A process' level over time: its RSS, or the bytes PyTorch had allocated on the device
+    where its allocated peak was (a rank drives one device; rows of others would interleave)."""
+    empty = (np.zeros(0), np.zeros(0))
+    if memory == "ram":
+        ram = view.ram
+        return (ram.t, ram["rss"].astype(np.float64)) if ram is not None and len(ram) else empty
+    gpu = view.gpu
+    if gpu is None or not len(gpu):
+        return empty
+    device = gpu["device"][int(np.argmax(gpu["allocated_peak"]))]
+    mine = gpu["device"] == device
+    return gpu.t[mine], gpu["allocated"][mine].astype(np.float64)
+
+
+def _level_at(t_levels: np.ndarray, levels: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """The level at times `t`: the reading at or before each, 0 before the first (the process
+    had not started: a rank started later is not yet at its level)."""
+    if not len(t_levels):
+        return np.zeros(len(t))
+    at = np.searchsorted(t_levels, t, side="right") - 1
+    return np.where(at >= 0, levels[np.maximum(at, 0)], 0.0)
