@@ -15,7 +15,7 @@ from profiler import protocol
 from profiler.profile.model import Profile
 from profiler.profile.storage import load_profile
 from profiler.profile.writer import ProfileWriter
-from profiler.protocol import RAM_TABLE, SPAN_TABLE, STEP_TABLE, TableSchema
+from profiler.protocol import GPU_TABLE, RAM_TABLE, SPAN_TABLE, STEP_TABLE, TableSchema
 from profiler.recorder.blocks import TableBuffer
 from profiler.recorder.session import PROCS_RAM_TABLE
 
@@ -34,6 +34,7 @@ def _shared(schema: TableSchema, table_id: int) -> TableSchema:
 
 PROCS_STEPS = _shared(STEP_TABLE, 160)
 PROCS_SPANS = _shared(SPAN_TABLE, 161)
+PROCS_GPU = _shared(GPU_TABLE, 162)
 
 
 @dataclass
@@ -51,6 +52,7 @@ class Rank:
     exit_code: int | None = 0
     signal: int | None = None
     events: list[dict[str, Any]] = field(default_factory=list)  # "t" in seconds
+    gpu: Callable[[float], int] | None = None  # bytes allocated on its device (cuda:rank)
 
     def step_start(self, i: int) -> float:
         """When iteration `i` (1-based) begins: its forward."""
@@ -113,6 +115,14 @@ def _rank_frames(proc: int, r: Rank) -> list[bytes]:
     events = [{**e, "t": ns(e["t"]), "proc": proc} for e in r.events]
     events.append({"t": ns(r.start_s), "type": "name", "id": 1, "name": "SGD", "proc": proc})
     frames = [_rows(PROCS_RAM_TABLE, ram), _events(events)]
+    if r.gpu is not None:
+        gpu, peak = [], 0
+        for row in ram:
+            allocated = r.gpu((row[0] - T0) / 1e9)
+            peak = max(peak, allocated)
+            # t, proc, device, allocated, allocated_peak, reserved, reserved_peak, the rest 0
+            gpu.append((row[0], proc, r.rank, allocated, peak, peak, peak, allocated, 0, 0, 0))
+        frames.append(_rows(PROCS_GPU, gpu))
     if steps:
         frames += [_rows(PROCS_STEPS, steps), _rows(PROCS_SPANS, spans)]
     return frames

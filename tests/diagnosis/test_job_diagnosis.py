@@ -60,6 +60,22 @@ def test_a_rank_ahead_at_start_up_is_not_where_it_pulls_away(tmp_path: Path) -> 
     assert "of iteration 22" in found.evidence.text, found.evidence.text
 
 
+def test_gpu_memory_of_one_rank_far_above_the_others_is_named_with_where_it_pulls_away(
+    tmp_path: Path,
+) -> None:
+    gathered = gathers_from(25, 2 * GiB)
+    ranks = [
+        Rank(0, constant(BASE), gpu=lambda t: GiB + gathered.rss(t) - BASE),
+        Rank(1, constant(BASE), gpu=constant(GiB)),
+        Rank(2, constant(BASE), gpu=constant(GiB)),
+    ]
+    (found,) = imbalance(load_job(tmp_path / "job.memsight", ranks))
+    assert found.process is not None and found.process.rank == 0
+    assert found.evidence.plot == "gpu" and found.evidence.numbers["memory"] == "gpu"
+    assert found.heading == "rank 0: 3.0 times the GPU memory of the other ranks"
+    assert "of iteration 27" in found.evidence.text, found.evidence.text
+
+
 def test_a_balanced_job_has_no_finding_at_all(tmp_path: Path) -> None:
     ranks = [Rank(r, constant(BASE + r * 20 * MiB)) for r in range(3)]
     assert diagnose(load_job(tmp_path / "job.memsight", ranks)).findings == []
