@@ -24,28 +24,24 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.axes import ByteAxis
+from app.eventlane import EventLane
 from app.jobview import (
     WHOLE_JOB,
     JobCurves,
     choice_label,
-    event_count,
-    event_label,
     job_order,
     peak_label,
-    process_marks,
     rss_label,
 )
-from app.plaintext import line_label, tooltip
+from app.plaintext import line_label
 from app.plotting import (
-    ByteAxis,
     Curve,
-    SecondsAxis,
     make_curve,
     make_legend,
     paint_labels,
     set_entries,
 )
-from profiler import protocol
 from profiler.profile.model import Profile
 from profiler.profile.series import (
     DEVICE_USED,
@@ -54,7 +50,6 @@ from profiler.profile.series import (
     GPU_RESERVED,
     MAIN_PEAK,
     MAIN_RSS,
-    MARK_COLORS,
     PROCESS_TREE,
     WORKERS,
     Series,
@@ -63,23 +58,12 @@ from profiler.profile.series import (
 from profiler.units import format_bytes
 
 FOLLOW_WINDOW_S = 60.0
-MAX_SPANS_DRAWN = 1500
-MAX_EVENT_LINES = 50  # lines across the plots at errors and the exit; the rest are marks only
-MAX_EVENT_MARKS = 2000  # marks in the event lane (and the exit's): a hostile file may hold millions
-MAX_STEPS_DRAWN = 3000  # iteration ticks are drawn when this few are in view
-
-# Curves and marks take their colours from profiler.profile.series, shared with the report.
-COLORS = MARK_COLORS
-
 
 # The run compared with (File > Compare With...): dashed, in grey, on every plot.
 OTHER_TREE = Series("other_tree", "compared run: process tree", "#606060", dashed=True)
 OTHER_GPU = Series("other_allocated", "compared run: allocated", "#606060", dashed=True)
 # The whole job's total: the target's process tree holds every process of the job.
 JOB_TREE_LABEL = "Whole job (tree)"
-
-
-CENSUS_COLOR = "#8e44ad"  # the census the contents panel shows: apart from every other mark
 
 
 class TimelineView(QWidget):
@@ -102,14 +86,11 @@ class TimelineView(QWidget):
         self.follow = True
         self.running = False
         self._programmatic_range = False
-        self._marker_rows = (-1, -1, -1, -1)
         self._gpu_device: int | None = None
         self._levels_built = False
         self._limit_lines: list[tuple[pg.PlotItem, pg.InfiniteLine]] = []
         self._limits_key: tuple[Any, ...] = ()
-        self._event_lines: list[tuple[pg.PlotItem, pg.InfiniteLine]] = []
         self._highlights: list[tuple[pg.PlotItem, pg.LinearRegionItem]] = []
-        self._time_marks: list[tuple[pg.PlotItem, pg.InfiniteLine]] = []
 
         self.readout = QLabel(" ")
         self.readout.setTextFormat(Qt.TextFormat.PlainText)
@@ -137,14 +118,10 @@ class TimelineView(QWidget):
 
         self.ram_plot = self._make_plot("RAM", row=0)
         self.gpu_plot = self._make_plot("GPU memory", row=1)
-        self.lane = self.graphics.addPlot(row=2, col=0, axisItems={"bottom": SecondsAxis("bottom")})
-        self.lane.setMaximumHeight(70)
-        self.lane.getAxis("left").setWidth(72)
-        self.lane.setMouseEnabled(x=True, y=False)
-        self.lane.getAxis("left").setStyle(showValues=False, tickLength=0)
-        self.lane.getAxis("left").setPen(pg.mkPen(None))
-        self.lane.setYRange(0, 3, padding=0)
-        self.lane.getAxis("bottom").setLabel("time since start")
+        # Iterations, phases and events, and the lines at errors and censuses (app/eventlane.py).
+        self.event_lane = EventLane(self.graphics, 2, self.ram_plot, self.gpu_plot)
+        self.lane = self.event_lane.plot
+        self.marks = self.event_lane.marks
         for plot in (self.ram_plot, self.gpu_plot):
             plot.setXLink(self.lane)
             plot.getAxis("bottom").setStyle(showValues=False)
@@ -171,17 +148,6 @@ class TimelineView(QWidget):
         self.empty = pg.TextItem("Open a script or drop it here, then Run", anchor=(0.5, 0.5))
         self.ram_plot.addItem(self.empty, ignoreBounds=True)
 
-        self.steps = pg.PlotCurveItem(pen=pg.mkPen(COLORS["iteration"], width=1), connect="pairs")
-        self.epochs = pg.PlotCurveItem(pen=pg.mkPen(COLORS["epoch"], width=2), connect="pairs")
-        self.forward = pg.BarGraphItem(
-            x0=[], x1=[], y0=1.15, height=0.7, brush=COLORS["forward"], pen=None
-        )
-        self.backward = pg.BarGraphItem(
-            x0=[], x1=[], y0=1.15, height=0.7, brush=COLORS["backward"], pen=None
-        )
-        self.marks = pg.ScatterPlotItem(size=11, hoverable=True, tip=self._mark_tip)
-        for item in (self.steps, self.epochs, self.forward, self.backward, self.marks):
-            self.lane.addItem(item)
         self.lane.getViewBox().sigXRangeChanged.connect(self._on_range_changed)
 
         self.crosshairs = [
@@ -254,7 +220,6 @@ class TimelineView(QWidget):
             curve.reset()
         self.job_curves.clear()
         self._gpu_device = None
-        self._marker_rows = (-1, -1, -1, -1)
         self.refresh(force=True)
         if not self.running:
             self._build_levels()
@@ -310,29 +275,9 @@ class TimelineView(QWidget):
         and the one it compares with), each labelled on the RAM plot; [] removes them.
         `reveal` pans to the first when it is out of view, keeping the zoom: the user chose
         it, so it must be seen."""
-        for plot, line in self._time_marks:
-            plot.removeItem(line)
-        self._time_marks = []
+        self.event_lane.mark_times(marks if self.profile is not None else [])
         if not marks or self.profile is None:
             return
-        pen = pg.mkPen(CENSUS_COLOR, width=1.5, style=Qt.PenStyle.DashLine)
-        for t, label in marks:
-            for plot in (self.ram_plot, self.gpu_plot, self.lane):
-                line = pg.InfiniteLine(
-                    pos=t,
-                    angle=90,
-                    movable=False,
-                    pen=pen,
-                    label=line_label(label) if plot is self.ram_plot and label else None,
-                    # Low on the plot, left of the line: growth puts the curves high late on.
-                    labelOpts={
-                        "position": 0.1,
-                        "color": CENSUS_COLOR,
-                        "anchors": [(1, 1), (1, 1)],
-                    },
-                )
-                plot.addItem(line, ignoreBounds=True)
-                self._time_marks.append((plot, line))
         t = marks[0][0]
         low, high = self.lane.getViewBox().viewRange()[0]
         if not reveal or low <= t <= high:
@@ -365,7 +310,7 @@ class TimelineView(QWidget):
             self._refresh_gpu(profile)
         self._sync_legends()
         self._limits(profile)
-        self._refresh_markers(profile, force)
+        self.event_lane.refresh(profile, self.job if self.whole_job else None, force)
         if self.follow and self.running:
             self._apply_follow()
 
@@ -526,121 +471,6 @@ class TimelineView(QWidget):
             plot.addItem(line, ignoreBounds=True)
             self._limit_lines.append((plot, line))
 
-    def _refresh_markers(self, profile: Profile, force: bool) -> None:
-        steps, spans = profile.steps, profile.spans
-        counts = (
-            len(steps) if steps is not None else 0,
-            len(spans) if spans is not None else 0,
-            len(profile.events),
-            event_count(self.job) if self.whole_job and self.job is not None else 0,
-        )
-        if counts == self._marker_rows and not force:
-            return
-        self._marker_rows = counts
-        self._draw_steps()
-        epochs = [e for e in profile.events if e.type == "epoch"]
-        self.epochs.setData(np.repeat([e.t for e in epochs], 2), np.tile([0.0, 3.0], len(epochs)))
-        self._draw_spans()
-        self._draw_events(profile)
-
-    def _draw_steps(self) -> None:
-        steps = self.profile.steps if self.profile is not None else None
-        if steps is None:
-            self.steps.setData([], [])
-            return
-        low, high = self.lane.getViewBox().viewRange()[0]
-        t = steps.t[int(np.searchsorted(steps.t, low)) : int(np.searchsorted(steps.t, high))]
-        if len(t) > MAX_STEPS_DRAWN:
-            t = t[:0]  # too dense to tell apart: zoom in to see iterations
-        self.steps.setData(np.repeat(t, 2), np.tile([0.1, 0.9], len(t)))
-
-    def _draw_spans(self) -> None:
-        spans = self.profile.spans if self.profile is not None else None
-        if spans is None:
-            self.forward.setOpts(x0=[], x1=[])
-            self.backward.setOpts(x0=[], x1=[])
-            return
-        low, high = self.lane.getViewBox().viewRange()[0]
-        visible = (spans["end"] >= low) & (spans["t"] <= high)
-        for kind, item in (
-            (protocol.SPAN_FORWARD, self.forward),
-            (protocol.SPAN_BACKWARD, self.backward),
-        ):
-            mask = (
-                visible
-                & (spans["kind"] == kind)
-                & ((spans["depth"] == 0) | (kind != protocol.SPAN_FORWARD))
-            )
-            if int(mask.sum()) > MAX_SPANS_DRAWN:
-                item.setOpts(x0=[], x1=[])  # zoom in to see phases
-                continue
-            item.setOpts(x0=spans["t"][mask], x1=spans["end"][mask])
-
-    def _draw_events(self, profile: Profile) -> None:
-        for plot, line in self._event_lines:
-            plot.removeItem(line)
-        self._event_lines = []
-        spots: list[dict[str, Any]] = []
-        for event in profile.events:
-            if len(spots) >= MAX_EVENT_MARKS and event.type != "exit":
-                continue
-            if event.type == "exception":
-                oom = event.get("oom")
-                label = event_label(event.type, event.get("exc_type"), bool(oom))
-                spots.append(
-                    {"pos": (event.t, 2.4), "symbol": "t", "brush": COLORS["error"], "data": label}
-                )
-                if oom or event.get("uncaught"):
-                    self._add_event_line(event.t, label, COLORS["error"])
-            elif event.type == "oom_observed":
-                spots.append(
-                    {
-                        "pos": (event.t, 2.4),
-                        "symbol": "t",
-                        "brush": COLORS["error"],
-                        "data": "OOM (allocator)",
-                    }
-                )
-            elif event.type == "exit":
-                info = profile.info
-                label = f"exit: {info.ended_by}"
-                spots.append(
-                    {"pos": (event.t, 2.4), "symbol": "s", "brush": COLORS["exit"], "data": label}
-                )
-                self._add_event_line(event.t, label, COLORS["exit"])
-        if self.whole_job and self.job is not None:
-            # The other processes' errors, named by rank, on the same lane.
-            for mark in process_marks(self.job, max(0, MAX_EVENT_MARKS - len(spots))):
-                spots.append(
-                    {
-                        "pos": (mark.t, 2.4),
-                        "symbol": "t",
-                        "brush": COLORS["error"],
-                        "data": mark.label,
-                    }
-                )
-                if mark.line:
-                    self._add_event_line(mark.t, mark.line_label, COLORS["error"])
-        self.marks.setData(spots)
-
-    def _add_event_line(self, t: float, label: str, color: str) -> None:
-        if len(self._event_lines) >= 2 * MAX_EVENT_LINES:  # two plots: a line on each
-            return
-        for plot in (self.ram_plot, self.gpu_plot):
-            line = pg.InfiniteLine(
-                pos=t,
-                angle=90,
-                pen=pg.mkPen(color, width=1.5),
-                label=line_label(label) if plot is self.ram_plot else None,
-                labelOpts={"position": 0.92, "color": color, "anchors": [(1, 0), (1, 0)]},
-            )
-            plot.addItem(line, ignoreBounds=True)
-            self._event_lines.append((plot, line))
-
-    @staticmethod
-    def _mark_tip(x: float, y: float, data: Any) -> str:
-        return tooltip(f"{data}\nat {x:.3f} s")
-
     # -- interaction ------------------------------------------------------------------------
 
     def _set_x_range(self, low: float, high: float) -> None:
@@ -661,8 +491,6 @@ class TimelineView(QWidget):
             self.set_follow(False)
 
     def _on_range_changed(self, *_: Any) -> None:
-        self._draw_spans()
-        self._draw_steps()
         low, high = self.lane.getViewBox().viewRange()[0]
         if self.empty.isVisible():
             self.empty.setPos(QPointF((low + high) / 2, 0.5))  # keep the message centred

@@ -161,26 +161,26 @@ def test_choosing_a_census_moves_its_mark_on_the_timeline(
     window: MainWindow, tmp_path: Path
 ) -> None:
     window._show_profile(run_with_censuses(), tmp_path / "run.memsight")
-    marks = window.timeline._time_marks
+    marks = window.timeline.event_lane.time_marks
     assert marks == []  # the panel is behind the console: no mark nobody asked for
 
     window.contents_dock.raise_()
-    marks = window.timeline._time_marks
+    marks = window.timeline.event_lane.time_marks
     assert [line.value() for _, line in marks] == [4.0, 4.0, 4.0]  # RAM, GPU, event lane
     assert marks[0][1].label.toPlainText() == "census at optimizer step 40"
 
     window.timeline.lane.setXRange(3.0, 4.5, padding=0)
     window.contents.census.setCurrentIndex(0)
     window.contents.census.activated.emit(0)  # as a click in the picker does
-    assert {line.value() for _, line in window.timeline._time_marks} == {1.0}
+    assert {line.value() for _, line in window.timeline.event_lane.time_marks} == {1.0}
     low, high = window.timeline.lane.getViewBox().viewRange()[0]
     assert low <= 1.0 <= high and high - low == pytest.approx(1.5, rel=0.05)  # panned, not zoomed
 
     window.contents.choose(2, compare=1)
-    assert sorted({line.value() for _, line in window.timeline._time_marks}) == [2.0, 4.0]
+    assert sorted({line.value() for _, line in window.timeline.event_lane.time_marks}) == [2.0, 4.0]
 
     window.console_dock.raise_()
-    assert window.timeline._time_marks == []
+    assert window.timeline.event_lane.time_marks == []
 
 
 # A loop that keeps every loss with its graph: censuses at iterations 5, 10, 20, ...
@@ -209,7 +209,7 @@ def test_censuses_appear_while_the_run_goes_on(qtbot, window: MainWindow, tmp_pa
     qtbot.waitUntil(lambda: window.contents.census.count() >= 2, timeout=RUN_TIMEOUT_MS)
     assert window.controller is not None and window.controller.running
     assert any("`kept` (list" in text for text in column(window.contents, "Holder"))
-    assert window.timeline._time_marks  # the latest census, marked as it arrives
+    assert window.timeline.event_lane.time_marks  # the latest census, marked as it arrives
     window.stop_run()
     wait_until_settled(qtbot, window)
     assert window.contents.census.currentIndex() == window.contents.census.count() - 1

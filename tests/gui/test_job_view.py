@@ -94,11 +94,11 @@ def test_the_selector_lists_the_job_and_shows_one_process_alone(view: TimelineVi
     assert "rank 1 (RSS)" in labels and "rank 0 (RSS)" not in labels
     assert "Main process (RSS)" not in labels
     # Its own iterations in the lane: 80 steps of rank 1.
-    assert len(view.steps.getData()[0]) == 2 * 80
+    assert len(view.event_lane.steps.getData()[0]) == 2 * 80
 
     view.process_choice.setCurrentIndex(0)  # the whole job again
     assert view.profile is job_profile and set(view.process_curves) == {0, 1, 2}
-    assert len(view.steps.getData()[0]) == 0  # the launcher's: it steps nothing
+    assert len(view.event_lane.steps.getData()[0]) == 0  # the launcher's: it steps nothing
 
 
 def test_choosing_a_process_is_announced_for_the_other_panels(qtbot, view: TimelineView) -> None:  # type: ignore[no-untyped-def]
@@ -144,7 +144,7 @@ def test_a_rank_error_is_marked_on_the_whole_job_lane_with_its_rank(
     marks = [spot.data() for spot in timeline.marks.points()]
     assert "rank 1: OOM: OutOfMemoryError" in marks
     lines = [
-        line.label.toPlainText() for _, line in timeline._event_lines if hasattr(line, "label")
+        line.label.toPlainText() for _, line in timeline.event_lane.lines if hasattr(line, "label")
     ]
     assert "rank 1: OOM" in lines  # short beside the legend; the mark's tip has the type
     timeline.select_process(1)  # rank 0 alone: rank 1's error is not its own

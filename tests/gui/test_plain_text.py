@@ -17,8 +17,8 @@ from PySide6.QtGui import Qt as QtGuiNamespace
 from PySide6.QtGui import QTextDocument
 from PySide6.QtWidgets import QLabel
 
+from app.eventlane import mark_tip
 from app.mainwindow import MainWindow
-from app.timeline import TimelineView
 from profiler import protocol
 from profiler.diagnosis.contents import census_label, censuses
 from profiler.launch.preflight import Problem
@@ -117,14 +117,16 @@ def test_timeline_labels_and_tooltips_show_the_literal_text(opened: MainWindow) 
     timeline = opened.timeline
     # The line at the uncaught exception, and the device's capacity: format strings to
     # pyqtgraph, where "{0}" raised IndexError and stopped the profile from opening.
-    labels = [line.label.toPlainText() for _, line in timeline._event_lines if _labelled(line)]
+    labels = [line.label.toPlainText() for _, line in timeline.event_lane.lines if _labelled(line)]
     assert any(f"Evil{PAYLOAD}" in label for label in labels), labels
     limits = [line.label.toPlainText() for _, line in timeline._limit_lines if _labelled(line)]
     assert any(f"GPU{PAYLOAD} capacity" in label for label in limits), limits
-    assert f"Evil{PAYLOAD}" in shown(TimelineView._mark_tip(0.4, 2.4, f"error: Evil{PAYLOAD}"))
+    assert f"Evil{PAYLOAD}" in shown(mark_tip(0.4, 2.4, f"error: Evil{PAYLOAD}"))
     census = censuses(opened.profile)[0]  # type: ignore[arg-type]
     timeline.mark_times([(census.t, census_label(census, time=False))])
-    marks = [line.label.toPlainText() for _, line in timeline._time_marks if _labelled(line)]
+    marks = [
+        line.label.toPlainText() for _, line in timeline.event_lane.time_marks if _labelled(line)
+    ]
     assert any(f"steps{PAYLOAD}" in mark for mark in marks), marks
     assert timeline.readout.textFormat() == Qt.TextFormat.PlainText
 

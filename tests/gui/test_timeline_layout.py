@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.timeline import SecondsAxis, TimelineView
+from app.axes import SecondsAxis
+from app.timeline import TimelineView
 from tests.factories import GiB, MiB, profile, ram, table
 
 

@@ -1,0 +1,43 @@
+"""The timeline's axes: bytes in binary units on round numbers, and time since the start."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+
+from profiler.units import unit_for
+
+
+class ByteAxis(pg.AxisItem):
+    """A y axis in B / KiB / MiB / GiB with ticks on round numbers of that unit."""
+
+    def tickSpacing(self, minVal: float, maxVal: float, size: float) -> list[tuple[float, float]]:
+        span = maxVal - minVal
+        if span <= 0 or size <= 0:
+            return super().tickSpacing(minVal, maxVal, size)  # type: ignore[no-any-return]
+        _, unit = unit_for(max(abs(minVal), abs(maxVal)))
+        wanted = max(2.0, size / 40)  # about one labelled tick per 40 pixels
+        raw = span / unit / wanted
+        magnitude = 10 ** np.floor(np.log10(raw)) if raw > 0 else 1.0
+        step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
+        return [(step * unit, 0)]  # no minor level: its grid lines cost more than they tell
+
+    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
+        if not values:
+            return []
+        unit, size = unit_for(max(abs(v) for v in values))
+        step = spacing / size
+        decimals = 0 if step >= 1 else (1 if step >= 0.1 else 2)
+        return [f"{v / size:.{decimals}f} {unit}" for v in values]
+
+
+class SecondsAxis(pg.AxisItem):
+    """Seconds since the start, in one format per view: "m:ss" when it spans two minutes or
+    more (every tick level alike), else seconds with the decimals the spacing needs."""
+
+    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
+        low, high = self.range
+        if high - low >= 120:
+            return [f"{int(v // 60)}:{int(v % 60):02d}" for v in values]
+        decimals = 0 if spacing >= 1 else (1 if spacing >= 0.1 else 3)
+        return [f"{v:.{decimals}f} s" for v in values]
