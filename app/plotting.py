@@ -4,19 +4,30 @@ runs, and a legend whose entries follow the palette and look hidden when their c
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor
+from pyqtgraph.icons import invisibleEye
+from PySide6.QtCore import QPointF, QRectF, Qt, Signal
+from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter
+from PySide6.QtWidgets import QGraphicsItem, QGraphicsSimpleTextItem
 
+from app.plaintext import tooltip
 from profiler.profile.columns import ColumnStore
 from profiler.profile.series import Series
 
 LEVEL_FACTOR = 4
 MIN_LEVEL_POINTS = 2048  # a curve is thinned into levels once it holds this many points
 
-HIDDEN_LABEL = "#9a9a9a"  # a legend entry whose curve the user hid
-MAX_ROWS_ONE_COLUMN = 5  # a legend of more entries takes two columns
+HIDDEN_LABEL = "#9a9a9a"  # a legend entry whose curve the user hid, until a palette is set
+LEGEND_POINTS = 8.0  # the entries' names
+TITLE_POINTS = 10.0  # the plot's title, first in its legend's band
+SWATCH_WIDTH, SWATCH_HEIGHT = 18, 12
+SWATCH_GAP = 3  # between an entry's swatch and its name
+ENTRY_GAP = 12  # between one entry and the next in a row
+TITLE_GAP = 14  # between the title and the first entry
+ROW_SPACING = 2
 
 
 class Curve:
@@ -123,35 +134,217 @@ def set_entries(plot: pg.PlotItem, entries: list[tuple[pg.PlotDataItem, str]]) -
     if legend_entries(plot) == entries:
         return
     legend.clear()
-    # A job of many ranks: two columns, so the legend covers less of the curves.
-    legend.setColumnCount(1 if len(entries) <= MAX_ROWS_ONE_COLUMN else 2)
     for item, label in entries:
         legend.addItem(item, label)
     paint_labels(legend)
 
 
-def rename_entry(plot: pg.PlotItem, item: pg.PlotDataItem, label: str) -> None:
-    for sample, text in plot.legend.items:
-        if sample.item is item and text.text != label:
-            text.setText(label)
-
-
-def paint_labels(legend: pg.LegendItem) -> None:
-    """Each label in the legend's text colour, or greyed while its curve is hidden.
-
-    LabelItem.setAttr alone keeps the text already rendered, so each label is set again.
-    """
-    color = legend.opts.get("labelTextColor")
+def paint_labels(legend: PlotLegend) -> None:
+    """Each label in the legend's text colour, or greyed while its curve is hidden."""
+    color = legend.opts["labelTextColor"]
+    hidden = legend.opts["hiddenTextColor"]
     for sample, label in legend.items:
-        shown = sample.item.isVisible()
-        wanted = color if shown else QColor(HIDDEN_LABEL)
-        if wanted is None:
-            continue
-        label.setText(label.text, color=wanted)
+        label.setText(label.text, color=color if sample.item.isVisible() else hidden)
 
 
-def make_legend(plot: pg.PlotItem) -> pg.LegendItem:
-    legend = plot.addLegend(offset=(6, 4), labelTextSize="8pt")
-    # pyqtgraph hides or shows the curve on a click; the label then says which it is.
+def make_legend(plot: pg.PlotItem, title: str) -> PlotLegend:
+    """The plot's title and legend, above its data (in place of pyqtgraph's title)."""
+    legend = PlotLegend(plot, title)
+    # The swatch or the name hides or shows the curve on a click; the name then says which.
     legend.sigSampleClicked.connect(lambda _item: paint_labels(legend))
     return legend
+
+
+def flow(
+    widths: list[float], first: float, indent: float, width: float
+) -> tuple[int, list[tuple[float, int]]]:
+    """(rows, each entry's (x, row)): entries of these widths side by side from x = `first`,
+    a new row at x = `indent` where the next would pass `width` (one wider than that alone on its row)."""
+    places = []
+    x, row = first, 0
+    for entry_width in widths:
+        if x > indent and x + entry_width > width:
+            x, row = indent, row + 1
+        places.append((x, row))
+        x += entry_width + ENTRY_GAP
+    return row + 1, places
+
+
+class LegendSwatch(pg.ItemSample):
+    """An entry's line sample, as high as a row of legend text (pyqtgraph's is 20 px)."""
+
+    def __init__(self, item: pg.PlotDataItem) -> None:
+        super().__init__(item)
+        self.setFixedWidth(SWATCH_WIDTH)
+        self.setFixedHeight(SWATCH_HEIGHT)
+        self.setCursor(Qt.CursorShape.PointingHandCursor)
+
+    def boundingRect(self) -> QRectF:
+        return QRectF(0, 0, SWATCH_WIDTH, SWATCH_HEIGHT)
+
+    def paint(self, painter: QPainter, *_: Any) -> None:
+        if not self.item.isVisible():
+            side = SWATCH_HEIGHT
+            painter.drawPixmap(
+                QPointF((SWATCH_WIDTH - side) / 2, 0), invisibleEye.qicon.pixmap(side)
+            )
+            return
+        painter.setPen(pg.mkPen(self.item.opts["pen"]))
+        painter.drawLine(QPointF(0, SWATCH_HEIGHT / 2), QPointF(SWATCH_WIDTH, SWATCH_HEIGHT / 2))
+
+
+class EntryLabel(pg.GraphicsWidget):
+    """An entry's name, as plain text; a click on it hides or shows the curve, as a click on
+    its swatch does. setText, .text and .opts["color"] are those of pyqtgraph's LabelItem."""
+
+    def __init__(self, text: str, swatch: LegendSwatch, font: QFont, parent: QGraphicsItem) -> None:
+        super().__init__(parent)
+        self.swatch = swatch
+        self.text = text
+        self.opts: dict[str, Any] = {"color": None}
+        self._shown = QGraphicsSimpleTextItem(self)
+        self._shown.setFont(font)
+        self.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.setToolTip(tooltip(f"{text}\n(click to hide or show the curve)"))
+        self.setText(text)
+
+    def setText(self, text: str, color: QColor | None = None) -> None:
+        if color is not None:
+            self.opts["color"] = QColor(color)
+            self._shown.setBrush(QColor(color))
+        if text != self.text or not self._shown.text():
+            self.text = text
+            self.fit(None)
+
+    def full_width(self) -> float:
+        return float(QFontMetricsF(self._shown.font()).horizontalAdvance(self.text))
+
+    def fit(self, width: float | None) -> None:
+        """Show the name whole, or cut with an ellipsis to `width` pixels."""
+        metrics = QFontMetricsF(self._shown.font())
+        shown = (
+            self.text
+            if width is None
+            else metrics.elidedText(self.text, Qt.TextElideMode.ElideRight, width)
+        )
+        if shown != self._shown.text():
+            self._shown.setText(shown)
+        rect = self._shown.boundingRect()
+        self.resize(rect.width(), rect.height())
+
+    def boundingRect(self) -> QRectF:
+        return QRectF(QPointF(0, 0), self.size())
+
+    def mouseClickEvent(self, event: Any) -> None:
+        self.swatch.mouseClickEvent(event)
+
+
+class PlotLegend(pg.GraphicsWidget):
+    """A plot's title and legend in a band of their own above its data, so that they never
+    cover a curve: the title, then the entries side by side, on as many rows as the plot's
+    width needs (a job of many ranks has many entries; a small window has little width).
+
+    It takes pyqtgraph's LegendItem's place as `plot.legend` (addItem, removeItem, clear,
+    items, sigSampleClicked), so the plot adds and removes named curves in it as it would.
+    """
+
+    sigSampleClicked = Signal(object)
+
+    def __init__(self, plot: pg.PlotItem, title: str) -> None:
+        super().__init__()
+        self.plot = plot
+        self.items: list[tuple[LegendSwatch, EntryLabel]] = []
+        self.opts: dict[str, Any] = {
+            "labelTextColor": QColor("black"),
+            "hiddenTextColor": QColor(HIDDEN_LABEL),
+        }
+        self.font = QFont()
+        self.font.setPointSizeF(LEGEND_POINTS)
+        title_font = QFont()
+        title_font.setPointSizeF(TITLE_POINTS)
+        self.title = QGraphicsSimpleTextItem(title, self)
+        self.title.setFont(title_font)
+        self._height = -1.0
+        plot.setTitle(None)
+        plot.layout.removeItem(plot.titleLabel)  # this band is the plot's title
+        plot.legend = self
+        # Row 0 of the plot's own layout (pyqtgraph's title row), across its axis and data.
+        plot.layout.addItem(self, 0, 0, 1, 3)
+        self.relayout()
+
+    def addItem(self, item: pg.PlotDataItem, name: str) -> None:
+        swatch = LegendSwatch(item)
+        swatch.setParentItem(self)
+        swatch.sigClicked.connect(self.sigSampleClicked)
+        label = EntryLabel(name, swatch, self.font, self)
+        label.setText(name, color=self.opts["labelTextColor"])
+        self.items.append((swatch, label))
+        self.relayout()
+
+    def removeItem(self, item: pg.PlotDataItem) -> None:
+        for swatch, label in self.items:
+            if swatch.item is item:
+                self.items.remove((swatch, label))
+                self._drop(swatch, label)
+                self.relayout()
+                return
+
+    def clear(self) -> None:
+        for swatch, label in self.items:
+            self._drop(swatch, label)
+        self.items = []
+        self.relayout()
+
+    def set_colors(self, text: QColor, hidden: QColor) -> None:
+        """The title's and the names' colour, and that of a hidden curve's name."""
+        self.opts["labelTextColor"] = QColor(text)
+        self.opts["hiddenTextColor"] = QColor(hidden)
+        self.title.setBrush(QColor(text))
+        paint_labels(self)
+
+    def resizeEvent(self, event: Any) -> None:
+        super().resizeEvent(event)
+        self.relayout()
+
+    def relayout(self) -> None:
+        """Place the title and the entries in rows across the legend's width, and give the
+        plot's title row their height. Runs when the entries or the width change."""
+        width = self.size().width()
+        if width <= 0:
+            return
+        row_height = max(SWATCH_HEIGHT, QFontMetricsF(self.font).height()) + ROW_SPACING
+        title = self.title.boundingRect()
+        self.title.setPos(0, max(0.0, (row_height - title.height()) / 2))
+        first = title.width() + TITLE_GAP
+        widths = [SWATCH_WIDTH + SWATCH_GAP + label.full_width() for _swatch, label in self.items]
+        # Rows after the first start under the first entry (the title stands apart), unless
+        # starting them at the left edge takes fewer rows.
+        layouts = [flow(widths, first, indent, width) for indent in (first, 0.0)]
+        places = min(layouts, key=lambda layout: layout[0])[1]
+        rows = 1
+        for (swatch, label), (x, row) in zip(self.items, places, strict=True):
+            y = row * row_height
+            # A name wider than the plot is cut with an ellipsis, not by the plot's edge.
+            label.fit(max(0.0, width - x - SWATCH_WIDTH - SWATCH_GAP))
+            swatch.setPos(x, y + (row_height - SWATCH_HEIGHT) / 2)
+            label.setPos(
+                x + SWATCH_WIDTH + SWATCH_GAP, y + (row_height - label.size().height()) / 2
+            )
+            rows = row + 1
+        height = rows * row_height
+        if height != self._height:
+            self._height = height
+            self.plot.layout.setRowFixedHeight(0, height)
+            self.setMinimumHeight(height)
+            self.setMaximumHeight(height)
+
+    def paint(self, *_: Any) -> None:
+        pass  # only its title and entries are drawn
+
+    @staticmethod
+    def _drop(*parts: QGraphicsItem) -> None:
+        for part in parts:
+            scene = part.scene()  # none for a plot out of the layout (a run without CUDA)
+            part.setParentItem(None)  # type: ignore[arg-type]  # None unparents
+            if scene:
+                scene.removeItem(part)

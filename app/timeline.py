@@ -39,7 +39,6 @@ from app.plotting import (
     Curve,
     make_curve,
     make_legend,
-    paint_labels,
     set_entries,
 )
 from profiler.profile.model import Profile
@@ -169,12 +168,11 @@ class TimelineView(QWidget):
         # drops them, and the RAM and GPU plots line up when both are this wide.
         axis.setWidth(72)
         plot = self.graphics.addPlot(row=row, col=0, axisItems={"left": axis})
-        plot.setTitle(title, size="10pt")
         plot.showGrid(x=False, y=True, alpha=0.15)
         plot.setMouseEnabled(x=True, y=False)
         plot.enableAutoRange(axis="y")
         plot.setAutoVisible(y=True)
-        make_legend(plot)
+        make_legend(plot, title)  # the title, then the curves' names, above the data
         plot.getViewBox().sigRangeChangedManually.connect(self._on_manual_range)
         return plot
 
@@ -596,9 +594,11 @@ class TimelineView(QWidget):
                 axis.setPen(pg.mkPen(foreground))
                 axis.setTextPen(pg.mkPen(foreground))
         self.empty.setColor(QColor(foreground))
-        legend_background = QColor(background)
-        legend_background.setAlpha(190)
+        # A hidden curve's name: halfway to the background, greyed on a light or dark base.
+        hidden = QColor(
+            (foreground.red() + background.red()) // 2,
+            (foreground.green() + background.green()) // 2,
+            (foreground.blue() + background.blue()) // 2,
+        )
         for plot in (self.ram_plot, self.gpu_plot):
-            plot.legend.setBrush(pg.mkBrush(legend_background))
-            plot.legend.setLabelTextColor(foreground)
-            paint_labels(plot.legend)
+            plot.legend.set_colors(foreground, hidden)
