@@ -15,7 +15,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
 from app.axes import SecondsAxis
-from app.jobview import event_count, event_label, process_marks
+from app.jobview import event_count, event_label, later_sighting, process_marks
 from app.plaintext import line_label, tooltip
 from profiler import protocol
 from profiler.profile.model import Profile
@@ -165,8 +165,11 @@ class EventLane:
             plot.removeItem(line)
         self.lines = []
         spots: list[dict[str, Any]] = []
+        seen: set[int] = set()  # the exceptions marked: each once, at its first sighting
         for event in profile.events:
             if len(spots) >= MAX_EVENT_MARKS and event.type != "exit":
+                continue
+            if later_sighting(event, seen):
                 continue
             if event.type == "exception":
                 oom = event.get("oom")

@@ -14,7 +14,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
 from app.plotting import Curve, make_curve
-from profiler.profile.model import Profile
+from profiler.profile.model import Event, Profile
 from profiler.profile.series import MAIN_RSS, Series
 from profiler.units import format_bytes
 
@@ -83,13 +83,31 @@ def event_label(kind: str, exc_type: object, oom: bool) -> str:
     return f"{'OOM' if oom else 'error'}: {str(exc_type or '').rsplit('.', 1)[-1]}"
 
 
+def later_sighting(event: Event, seen: set[int]) -> bool:
+    """Whether `event` is an exception already seen (its id in `seen`, which it joins).
+
+    The agent reports an exception where it is raised (an OOM in a forward) and again when
+    it reaches the top level uncaught, under one id: one error, marked once.
+    """
+    exc_id = event.get("exc_id") if event.type == "exception" else None
+    if not isinstance(exc_id, int):
+        return False
+    if exc_id in seen:
+        return True
+    seen.add(exc_id)
+    return False
+
+
 def process_marks(job: Profile, limit: int) -> list[ProcessMark]:
     """The exceptions and allocator OOMs of every process but the target, at most `limit`."""
     marks: list[ProcessMark] = []
     for sub in job_order(job)[1:]:
+        seen: set[int] = set()
         for event in sub.events_of("exception", "oom_observed"):
             if len(marks) >= limit:
                 return marks
+            if later_sighting(event, seen):
+                continue
             oom = event.type == "oom_observed" or bool(event.get("oom"))
             label = event_label(event.type, event.get("exc_type"), oom)
             marks.append(
