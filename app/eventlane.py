@@ -4,19 +4,28 @@ The lane shows iterations, epochs, forward and backward phases, and a mark at ea
 the exit; an OOM, an uncaught error and the exit also get a line across the RAM and GPU plots,
 labelled on the RAM plot, as do the censuses the contents panel shows (mark_times). The lane
 owns its plot; the TimelineView links the plots' time axes to it.
+
+The lines' labels are laid out together (LineLabels), in pixels, whenever the lines, the time
+range or the plot's size change: a run's OOM, its uncaught error and its exit come a few
+milliseconds apart, at the right edge, and each label must still be read whole.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter
+from PySide6.QtWidgets import QGraphicsItem, QGraphicsSimpleTextItem
 
 from app.axes import SecondsAxis
 from app.jobview import event_count, event_label, later_sighting, process_marks
-from app.plaintext import line_label, tooltip
+from app.plaintext import MAX_LABEL, shorten, tooltip
 from profiler import protocol
 from profiler.profile.model import Profile
 from profiler.profile.series import MARK_COLORS
@@ -30,10 +39,221 @@ MAX_STEPS_DRAWN = 3000  # iteration ticks are drawn when this few are in view
 COLORS = MARK_COLORS
 CENSUS_COLOR = "#8e44ad"  # the census the contents panel shows: apart from every other mark
 
+LABEL_PAD = 3.0  # between a line and its label
+LABEL_GAP = 8.0  # between two labels side by side
+LABEL_EDGE = 2.0  # between a label and the plot's edge
+JOINED = " · "  # between the texts of labels that had no room apart
+LABEL_VEIL_ALPHA = 200  # of the background behind a label: the curve under it shows faintly
+
 
 def mark_tip(x: float, y: float, data: Any) -> str:
     """A lane mark's tooltip: what happened, and when."""
     return tooltip(f"{data}\nat {x:.3f} s")
+
+
+@dataclass(frozen=True)
+class LineLabel:
+    """The label of a line across the plots, drawn on the RAM plot."""
+
+    t: float
+    text: str
+    color: str
+    # A census mark's label sits low, left of its line (growth puts the curves high late on);
+    # an error's or the exit's high, right of it (left near the plot's right edge).
+    low: bool = False
+
+
+@dataclass
+class Placement:
+    """Where a label is drawn: `row` from the top (or from the bottom, for low labels), from
+    `left` pixels; the texts of labels merged into it where they had no room apart."""
+
+    x: float  # its line, pixels from the plot's left edge
+    left: float
+    width: float
+    row: int
+    text: str
+    color: str
+    parts: list[str] = field(default_factory=list)
+
+    @property
+    def right(self) -> float:
+        return self.left + self.width
+
+
+def place_labels(
+    labels: Sequence[tuple[float, LineLabel]],
+    width: float,
+    rows: int,
+    measure: Callable[[str], float],
+    elide: Callable[[str, float], str],
+) -> list[Placement]:
+    """Lay out labels of lines at these x (pixels, in order) in `rows` rows across `width`
+    pixels: each beside its line on its preferred side, else on the other, else over its line,
+    in the first row where it covers no other label, and never past an edge. A label with no
+    room in any row joins the nearest label's text ("OOM: RuntimeError · exit: exit code 1"),
+    cut with an ellipsis where even that has no room."""
+    placed: list[Placement] = []
+    widest = width - 2 * LABEL_EDGE
+    if rows <= 0 or widest <= 0:
+        return placed
+    for x, label in labels:
+        text = label.text
+        if measure(text) > widest:
+            text = elide(text, widest)
+        text_width = measure(text)
+        spot = _free_spot(placed, x, text_width, width, rows, right_first=not label.low)
+        if spot is not None:
+            row, left = spot
+            placed.append(Placement(x, left, text_width, row, text, label.color, [label.text]))
+        elif placed:
+            nearest = min(placed, key=lambda p: abs(p.x - x))
+            if label.text not in nearest.parts:
+                nearest.parts.append(label.text)
+                _refit(nearest, placed, width, measure, elide)
+    return placed
+
+
+def _free_spot(
+    placed: list[Placement], x: float, text_width: float, width: float, rows: int, right_first: bool
+) -> tuple[int, float] | None:
+    """(row, left) of the first place for a label this wide, or None where none is free."""
+    right, left = x + LABEL_PAD, x - LABEL_PAD - text_width
+    over = min(max(LABEL_EDGE, right), width - LABEL_EDGE - text_width)  # over its line
+    sides = (right, left, over) if right_first else (left, right, over)
+    starts = [s for s in sides if s >= LABEL_EDGE and s + text_width <= width - LABEL_EDGE]
+    for row in range(rows):
+        taken = [(p.left, p.right) for p in placed if p.row == row]
+        for start in starts:
+            end = start + text_width
+            if all(end + LABEL_GAP <= a or b + LABEL_GAP <= start for a, b in taken):
+                return row, start
+    return None
+
+
+def _refit(
+    target: Placement,
+    placed: list[Placement],
+    width: float,
+    measure: Callable[[str], float],
+    elide: Callable[[str, float], str],
+) -> None:
+    """`target` with its parts joined, in the room its row leaves it, on its line's side."""
+    others = [p for p in placed if p.row == target.row and p is not target]
+    low = max((p.right + LABEL_GAP for p in others if p.right <= target.left), default=LABEL_EDGE)
+    high = min((p.left - LABEL_GAP for p in others if p.left >= target.right), default=width)
+    high = min(high, width - LABEL_EDGE)
+    text = JOINED.join(target.parts)
+    if measure(text) > high - low:
+        text = elide(text, high - low)
+    text_width = measure(text)
+    on_right = target.left >= target.x
+    start = target.x + LABEL_PAD if on_right else target.x - LABEL_PAD - text_width
+    target.text, target.width = text, text_width
+    target.left = min(max(low, start), high - text_width)
+
+
+class LabelText(QGraphicsSimpleTextItem):
+    """A line's label: plain text on a veil of the plot's background, readable over a curve."""
+
+    def __init__(self, parent: QGraphicsItem, background: QColor) -> None:
+        super().__init__(parent)
+        self.background = background
+
+    def paint(self, painter: QPainter, option: Any, widget: Any = None) -> None:
+        painter.fillRect(self.boundingRect(), self.background)
+        super().paint(painter, option, widget)
+
+
+class LineLabels:
+    """The labels of the lines across the plots, drawn as plain text in `box` (the RAM plot's
+    view box) where place_labels puts them: laid out again when the labels, the time range or
+    the box's size change, at most once for each change, for a bounded number of labels."""
+
+    def __init__(self, box: pg.ViewBox) -> None:
+        self.box = box
+        self.entries: list[LineLabel] = []
+        self._items: list[LabelText] = []
+        self._background = QColor(255, 255, 255, LABEL_VEIL_ALPHA)
+        self._font = QFont()
+        self._metrics = QFontMetricsF(self._font)
+        self._widths: dict[str, float] = {}
+        self._laid_out: tuple[Any, ...] = ()
+        box.sigXRangeChanged.connect(self.lay_out)
+        box.sigResized.connect(self.lay_out)
+
+    def set_entries(self, entries: list[LineLabel]) -> None:
+        self.entries = entries
+        self._laid_out = ()
+        self.lay_out()
+
+    def set_background(self, color: QColor) -> None:
+        """The plot's background: the labels' veil."""
+        self._background = QColor(color)
+        self._background.setAlpha(LABEL_VEIL_ALPHA)
+        for item in self._items:
+            item.background = self._background
+            item.update()
+
+    def shown(self) -> list[str]:
+        """The texts drawn now."""
+        return [item.text() for item in self._items if item.isVisible()]
+
+    def lay_out(self, *_: Any) -> None:
+        (low, high), _y = self.box.viewRange()
+        width, height = float(self.box.width()), float(self.box.height())
+        key = (low, high, width, height, len(self.entries))
+        if key == self._laid_out:
+            return
+        self._laid_out = key
+        scale = width / (high - low) if high > low else 0.0
+        bands: dict[bool, list[tuple[float, LineLabel]]] = {False: [], True: []}
+        for label in sorted(self.entries, key=lambda entry: entry.t):
+            x = (label.t - low) * scale
+            if 0.0 <= x <= width:  # a line out of view has no label
+                bands[label.low].append((x, label))
+        line_height = math.ceil(self._metrics.height()) + 1  # a text item's box is whole pixels
+        rows = int((height - 2 * LABEL_EDGE) // line_height)
+        high_rows = rows if not bands[True] else (rows + 1) // 2
+        placements = [
+            (placement, False)
+            for placement in place_labels(bands[False], width, high_rows, self._width, self._elide)
+        ] + [
+            (placement, True)
+            for placement in place_labels(
+                bands[True], width, rows - high_rows, self._width, self._elide
+            )
+        ]
+        while len(self._items) < len(placements):
+            item = LabelText(self.box, self._background)
+            item.setFont(self._font)
+            item.setZValue(20)  # over the curves and the lines
+            item.setAcceptedMouseButtons(Qt.MouseButton.NoButton)  # a drag pans, as elsewhere
+            self._items.append(item)
+        for item, (placement, low_band) in zip(self._items, placements, strict=False):
+            top = (
+                height - LABEL_EDGE - (placement.row + 1) * line_height
+                if low_band
+                else LABEL_EDGE + placement.row * line_height
+            )
+            if item.text() != placement.text:
+                item.setText(placement.text)
+            item.setBrush(QColor(placement.color))
+            item.setPos(placement.left, top)
+            item.show()
+        for item in self._items[len(placements) :]:
+            item.hide()
+
+    def _width(self, text: str) -> float:
+        width = self._widths.get(text)
+        if width is None:
+            if len(self._widths) > 4 * MAX_EVENT_LINES:
+                self._widths.clear()  # texts of views long gone
+            width = self._widths[text] = self._metrics.horizontalAdvance(text)
+        return width
+
+    def _elide(self, text: str, width: float) -> str:
+        return self._metrics.elidedText(text, Qt.TextElideMode.ElideRight, width)
 
 
 class EventLane:
@@ -73,6 +293,9 @@ class EventLane:
         # Lines across the plots: at errors and the exit, and at the censuses marked.
         self.lines: list[tuple[pg.PlotItem, pg.InfiniteLine]] = []
         self.time_marks: list[tuple[pg.PlotItem, pg.InfiniteLine]] = []
+        self.labels = LineLabels(ram_plot.getViewBox())
+        self._line_labels: list[LineLabel] = []  # of the lines at errors and the exit
+        self._mark_labels: list[LineLabel] = []  # of the censuses marked
         self._counts = (-1, -1, -1, -1)
         self.plot.getViewBox().sigXRangeChanged.connect(self._on_range_changed)
 
@@ -103,23 +326,17 @@ class EventLane:
             plot.removeItem(line)
         self.time_marks = []
         pen = pg.mkPen(CENSUS_COLOR, width=1.5, style=Qt.PenStyle.DashLine)
-        for t, label in marks:
+        for t, _label in marks:
             for plot in (self.ram_plot, self.gpu_plot, self.plot):
-                line = pg.InfiniteLine(
-                    pos=t,
-                    angle=90,
-                    movable=False,
-                    pen=pen,
-                    label=line_label(label) if plot is self.ram_plot and label else None,
-                    # Low on the plot, left of the line: growth puts the curves high late on.
-                    labelOpts={
-                        "position": 0.1,
-                        "color": CENSUS_COLOR,
-                        "anchors": [(1, 1), (1, 1)],
-                    },
-                )
+                line = pg.InfiniteLine(pos=t, angle=90, movable=False, pen=pen)
                 plot.addItem(line, ignoreBounds=True)
                 self.time_marks.append((plot, line))
+        self._mark_labels = [
+            LineLabel(t, shorten(label, MAX_LABEL), CENSUS_COLOR, low=True)
+            for t, label in marks
+            if label
+        ]
+        self.labels.set_entries(self._line_labels + self._mark_labels)
 
     # -- drawing --------------------------------------------------------------------------------
 
@@ -164,6 +381,7 @@ class EventLane:
         for plot, line in self.lines:
             plot.removeItem(line)
         self.lines = []
+        self._line_labels = []
         spots: list[dict[str, Any]] = []
         seen: set[int] = set()  # the exceptions marked: each once, at its first sighting
         for event in profile.events:
@@ -208,17 +426,13 @@ class EventLane:
                 if mark.line:
                     self._add_line(mark.t, mark.line_label, COLORS["error"])
         self.marks.setData(spots)
+        self.labels.set_entries(self._line_labels + self._mark_labels)
 
     def _add_line(self, t: float, label: str, color: str) -> None:
         if len(self.lines) >= 2 * MAX_EVENT_LINES:  # two plots: a line on each
             return
         for plot in (self.ram_plot, self.gpu_plot):
-            line = pg.InfiniteLine(
-                pos=t,
-                angle=90,
-                pen=pg.mkPen(color, width=1.5),
-                label=line_label(label) if plot is self.ram_plot else None,
-                labelOpts={"position": 0.92, "color": color, "anchors": [(1, 0), (1, 0)]},
-            )
+            line = pg.InfiniteLine(pos=t, angle=90, pen=pg.mkPen(color, width=1.5))
             plot.addItem(line, ignoreBounds=True)
             self.lines.append((plot, line))
+        self._line_labels.append(LineLabel(t, shorten(label, MAX_LABEL), color))

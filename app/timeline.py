@@ -602,3 +602,4 @@ class TimelineView(QWidget):
         )
         for plot in (self.ram_plot, self.gpu_plot):
             plot.legend.set_colors(foreground, hidden)
+        self.event_lane.labels.set_background(background)

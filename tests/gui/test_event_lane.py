@@ -1,10 +1,17 @@
-"""The event lane: a mark's tooltip saying what happened once."""
+"""The event lane and the lines it draws across the plots: the labels of a run's last moments
+(an OOM, an uncaught error and the exit, milliseconds apart) all readable, at any window size
+and zoom, and a mark's tooltip saying what happened once."""
 
 from __future__ import annotations
 
-import numpy as np
-from PySide6.QtWidgets import QApplication
+from pathlib import Path
 
+import numpy as np
+import pytest
+from PySide6.QtCore import QRectF
+from PySide6.QtWidgets import QApplication, QGraphicsSimpleTextItem, QGraphicsTextItem
+
+from app.mainwindow import MainWindow
 from app.timeline import TimelineView
 from profiler.profile.model import Event, Profile
 from tests.factories import MiB, job, oom_event, profile, ram
@@ -27,6 +34,93 @@ def out_of_memory_run() -> Profile:
     exit_event = Event(END - 0.004, "exit", {"exit_code": 1, "signal": None})
     growing = ram(END, lambda t: (200 * MiB + t * 120 * MiB).astype(np.int64))
     return profile(growing, events=[oom, again, error, exit_event], exit_code=1)
+
+
+def drawn_labels(view: TimelineView) -> list[tuple[str, QRectF]]:
+    """Each text drawn over the RAM plot's data, with where it is on the screen."""
+    box = view.ram_plot.getViewBox()
+    area = box.sceneBoundingRect()
+    labels = []
+    for item in box.scene().items():
+        if not isinstance(item, (QGraphicsTextItem, QGraphicsSimpleTextItem)):
+            continue
+        if not item.isVisible() or not box.isAncestorOf(item):
+            continue
+        text = item.toPlainText() if isinstance(item, QGraphicsTextItem) else item.text()
+        rect = item.sceneBoundingRect()
+        if text.strip() and rect.intersects(area):
+            labels.append((text, rect))
+    return labels
+
+
+def settle(view: TimelineView) -> None:
+    last = None
+    for _ in range(20):
+        QApplication.processEvents()
+        now = [r for _text, r in drawn_labels(view)]
+        now.append(view.ram_plot.getViewBox().sceneBoundingRect())
+        if now == last:
+            return
+        last = now
+
+
+def assert_readable(view: TimelineView) -> list[str]:
+    """No label cut by the plot's edges, none over another; the texts shown."""
+    area = view.ram_plot.getViewBox().sceneBoundingRect()
+    labels = drawn_labels(view)
+    for text, rect in labels:
+        assert area.contains(rect), f"{text!r} is cut: {rect} outside {area}"
+    for i, (text, rect) in enumerate(labels):
+        for other, other_rect in labels[i + 1 :]:
+            assert not rect.intersects(other_rect), f"{text!r} overlaps {other!r}"
+    return [text for text, _rect in labels]
+
+
+@pytest.mark.parametrize("size", [(1600, 1000), (900, 600)])
+def test_the_labels_of_a_runs_last_moments_never_overlap_or_get_cut(  # type: ignore[no-untyped-def]
+    qtbot, window: MainWindow, tmp_path: Path, size: tuple[int, int]
+) -> None:
+    window.resize(*size)
+    qtbot.waitExposed(window)
+    window._show_profile(out_of_memory_run(), tmp_path / "oom.memsight")
+    view = window.timeline
+    settle(view)
+    shown = " ".join(assert_readable(view))
+    for text in ("OOM: RuntimeError", "error: ValueError", "exit: exit code 1"):
+        assert text in shown  # each said, on its own or with its neighbours
+    assert shown.count("OOM: RuntimeError") == 1  # one exception seen twice: one label
+
+    for low, high in [(4.0, END), (END - 0.05, END + 0.01), (END - 0.0125, END - 0.0035)]:
+        view.lane.setXRange(low, high, padding=0)
+        settle(view)
+        shown = " ".join(assert_readable(view))
+        for text in ("OOM: RuntimeError", "error: ValueError", "exit: exit code 1"):
+            assert text in shown, (low, high, shown)
+
+
+def test_a_census_mark_and_the_errors_labels_keep_apart(  # type: ignore[no-untyped-def]
+    qtbot, window: MainWindow, tmp_path: Path
+) -> None:
+    window.resize(900, 600)
+    qtbot.waitExposed(window)
+    window._show_profile(out_of_memory_run(), tmp_path / "oom.memsight")
+    view = window.timeline
+    view.mark_times([(END - 0.012, "census at the error"), (END - 0.5, "census at step 40")])
+    settle(view)
+    shown = " ".join(assert_readable(view))
+    assert "census at the error" in shown and "census at step 40" in shown
+
+
+def test_labels_off_the_view_are_not_drawn(qtbot) -> None:  # type: ignore[no-untyped-def]
+    view = TimelineView()
+    qtbot.addWidget(view)
+    view.resize(900, 500)
+    view.show()
+    qtbot.waitExposed(view)
+    view.set_profile(out_of_memory_run())
+    view.lane.setXRange(1.0, 2.0, padding=0)
+    settle(view)
+    assert drawn_labels(view) == []
 
 
 def test_the_oom_marks_tooltip_says_what_happened_once(qtbot) -> None:  # type: ignore[no-untyped-def]
@@ -55,3 +149,22 @@ def test_a_ranks_exception_seen_twice_is_one_mark(qtbot) -> None:  # type: ignor
     marks = [str(spot.data()) for spot in view.marks.points()]
     assert marks.count("rank 0: OOM: RuntimeError") == 1, marks
     assert "rank 0: error: ValueError" in marks
+
+
+def test_labels_with_no_room_apart_are_joined_into_one(qtbot) -> None:  # type: ignore[no-untyped-def]
+    """Six ranks running out of memory at once, on a plot three labels high: no label over
+    another, and those that found no row of their own are read in their neighbour's."""
+    ranks = []
+    for rank in range(6):
+        oom = oom_event("gpu", t=END - 0.01 + rank * 0.001)
+        ranks.append(profile(ram(END, 300 * MiB), events=[oom]))
+    view = TimelineView()
+    qtbot.addWidget(view)
+    view.resize(700, 200)
+    view.show()
+    qtbot.waitExposed(view)
+    view.set_profile(job(*ranks))
+    settle(view)
+    shown = assert_readable(view)
+    assert any(" · " in text for text in shown), shown
+    assert "rank 0: OOM" in " ".join(shown)

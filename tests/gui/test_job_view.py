@@ -143,10 +143,8 @@ def test_a_rank_error_is_marked_on_the_whole_job_lane_with_its_rank(
     timeline = window.timeline
     marks = [spot.data() for spot in timeline.marks.points()]
     assert "rank 1: OOM: OutOfMemoryError" in marks
-    lines = [
-        line.label.toPlainText() for _, line in timeline.event_lane.lines if hasattr(line, "label")
-    ]
-    assert "rank 1: OOM" in lines  # short beside the legend; the mark's tip has the type
+    lines = [label.text for label in timeline.event_lane.labels.entries]
+    assert "rank 1: OOM" in lines  # short, beside its line; the mark's tip has the type
     timeline.select_process(1)  # rank 0 alone: rank 1's error is not its own
     assert not [spot.data() for spot in timeline.marks.points()]
 

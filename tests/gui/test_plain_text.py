@@ -115,18 +115,16 @@ def test_contents_table_and_its_tooltips_show_the_literal_text(opened: MainWindo
 
 def test_timeline_labels_and_tooltips_show_the_literal_text(opened: MainWindow) -> None:
     timeline = opened.timeline
-    # The line at the uncaught exception, and the device's capacity: format strings to
-    # pyqtgraph, where "{0}" raised IndexError and stopped the profile from opening.
-    labels = [line.label.toPlainText() for _, line in timeline.event_lane.lines if _labelled(line)]
+    # The line at the uncaught exception (drawn as plain text), and the device's capacity: a
+    # format string to pyqtgraph, where "{0}" raised IndexError and stopped the profile opening.
+    labels = [label.text for label in timeline.event_lane.labels.entries]
     assert any(f"Evil{PAYLOAD}" in label for label in labels), labels
     limits = [line.label.toPlainText() for _, line in timeline._limit_lines if _labelled(line)]
     assert any(f"GPU{PAYLOAD} capacity" in label for label in limits), limits
     assert f"Evil{PAYLOAD}" in shown(mark_tip(0.4, 2.4, f"error: Evil{PAYLOAD}"))
     census = censuses(opened.profile)[0]  # type: ignore[arg-type]
     timeline.mark_times([(census.t, census_label(census, time=False))])
-    marks = [
-        line.label.toPlainText() for _, line in timeline.event_lane.time_marks if _labelled(line)
-    ]
+    marks = [label.text for label in timeline.event_lane.labels.entries if label.low]
     assert any(f"steps{PAYLOAD}" in mark for mark in marks), marks
     assert timeline.readout.textFormat() == Qt.TextFormat.PlainText
 
