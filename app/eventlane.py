@@ -44,6 +44,7 @@ LABEL_GAP = 8.0  # between two labels side by side
 LABEL_EDGE = 2.0  # between a label and the plot's edge
 JOINED = " · "  # between the texts of labels that had no room apart
 LABEL_VEIL_ALPHA = 200  # of the background behind a label: the curve under it shows faintly
+MIN_LIGHTNESS_GAP = 120  # between a label's colour and the background (of 255)
 
 
 def mark_tip(x: float, y: float, data: Any) -> str:
@@ -153,6 +154,20 @@ def _refit(
     target.left = min(max(low, start), high - text_width)
 
 
+def readable(color: QColor, background: QColor) -> QColor:
+    """`color`, lightened or darkened where it is too close to the background to read (the
+    exit's dark grey on a dark palette)."""
+    gap = color.lightness() - background.lightness()
+    if abs(gap) >= MIN_LIGHTNESS_GAP:
+        return color
+    wanted = background.lightness() + (
+        MIN_LIGHTNESS_GAP if background.lightness() < 128 else -MIN_LIGHTNESS_GAP
+    )
+    return QColor.fromHsl(
+        color.hslHue(), color.hslSaturation(), max(0, min(255, wanted)), color.alpha()
+    )
+
+
 class LabelText(QGraphicsSimpleTextItem):
     """A line's label: plain text on a veil of the plot's background, readable over a curve."""
 
@@ -194,6 +209,8 @@ class LineLabels:
         for item in self._items:
             item.background = self._background
             item.update()
+        self._laid_out = ()  # the labels' colours are chosen for the background
+        self.lay_out()
 
     def shown(self) -> list[str]:
         """The texts drawn now."""
@@ -238,7 +255,7 @@ class LineLabels:
             )
             if item.text() != placement.text:
                 item.setText(placement.text)
-            item.setBrush(QColor(placement.color))
+            item.setBrush(readable(QColor(placement.color), self._background))
             item.setPos(placement.left, top)
             item.show()
         for item in self._items[len(placements) :]:

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PySide6.QtCore import QRectF
+from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication, QGraphicsSimpleTextItem, QGraphicsTextItem
 
 from app.mainwindow import MainWindow
@@ -168,3 +169,26 @@ def test_labels_with_no_room_apart_are_joined_into_one(qtbot) -> None:  # type: 
     shown = assert_readable(view)
     assert any(" · " in text for text in shown), shown
     assert "rank 0: OOM" in " ".join(shown)
+
+
+def test_labels_stay_readable_on_a_dark_palette(qtbot) -> None:  # type: ignore[no-untyped-def]
+    view = TimelineView()
+    qtbot.addWidget(view)
+    view.resize(900, 500)
+    view.show()
+    qtbot.waitExposed(view)
+    view.set_profile(out_of_memory_run())
+    dark = QPalette()
+    dark.setColor(QPalette.ColorRole.Base, QColor("#1e1e1e"))
+    dark.setColor(QPalette.ColorRole.Text, QColor("#dddddd"))
+    view.apply_palette(dark)
+    settle(view)
+    box = view.ram_plot.getViewBox()
+    labels = {
+        item.text(): item.brush().color()
+        for item in box.scene().items()
+        if isinstance(item, QGraphicsSimpleTextItem) and item.isVisible() and box.isAncestorOf(item)
+    }
+    assert "exit: exit code 1" in labels  # the exit's dark grey, lightened
+    for text, color in labels.items():
+        assert color.lightness() - QColor("#1e1e1e").lightness() >= 100, text
