@@ -8,7 +8,6 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from pyqtgraph.icons import invisibleEye
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsSimpleTextItem
@@ -183,13 +182,13 @@ class LegendSwatch(pg.ItemSample):
         return QRectF(0, 0, SWATCH_WIDTH, SWATCH_HEIGHT)
 
     def paint(self, painter: QPainter, *_: Any) -> None:
+        pen = pg.mkPen(self.item.opts["pen"])
         if not self.item.isVisible():
-            side = SWATCH_HEIGHT
-            painter.drawPixmap(
-                QPointF((SWATCH_WIDTH - side) / 2, 0), invisibleEye.qicon.pixmap(side)
-            )
-            return
-        painter.setPen(pg.mkPen(self.item.opts["pen"]))
+            # A hidden curve: its sample dotted, in the colour of the hidden entry's name.
+            legend = self.parentItem()
+            hidden = legend.opts["hiddenTextColor"] if isinstance(legend, PlotLegend) else None
+            pen = pg.mkPen(hidden or HIDDEN_LABEL, width=1, style=Qt.PenStyle.DotLine)
+        painter.setPen(pen)
         painter.drawLine(QPointF(0, SWATCH_HEIGHT / 2), QPointF(SWATCH_WIDTH, SWATCH_HEIGHT / 2))
 
 
