@@ -212,14 +212,10 @@ class LineLabels:
         self._laid_out = ()  # the labels' colours are chosen for the background
         self.lay_out()
 
-    def shown(self) -> list[str]:
-        """The texts drawn now."""
-        return [item.text() for item in self._items if item.isVisible()]
-
     def lay_out(self, *_: Any) -> None:
         (low, high), _y = self.box.viewRange()
         width, height = float(self.box.width()), float(self.box.height())
-        key = (low, high, width, height, len(self.entries))
+        key = (low, high, width, height)  # set_entries and set_background clear it
         if key == self._laid_out:
             return
         self._laid_out = key

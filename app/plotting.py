@@ -1,6 +1,7 @@
 """The plots' building blocks: a curve that grows by new rows only and thins itself for long
-runs, and a legend whose entries follow the palette and look hidden when their curve is
-(clicking an entry hides or shows its curve). The axes are in app/axes.py."""
+runs, and a legend above the plot's data whose entries follow the palette and look hidden
+when their curve is (clicking an entry's swatch or name hides or shows its curve). The axes
+are in app/axes.py."""
 
 from __future__ import annotations
 
@@ -257,8 +258,8 @@ class PlotLegend(pg.GraphicsWidget):
             "labelTextColor": QColor("black"),
             "hiddenTextColor": QColor(HIDDEN_LABEL),
         }
-        self.font = QFont()
-        self.font.setPointSizeF(LEGEND_POINTS)
+        self.entry_font = QFont()
+        self.entry_font.setPointSizeF(LEGEND_POINTS)
         title_font = QFont()
         title_font.setPointSizeF(TITLE_POINTS)
         self.title = QGraphicsSimpleTextItem(title, self)
@@ -275,7 +276,7 @@ class PlotLegend(pg.GraphicsWidget):
         swatch = LegendSwatch(item)
         swatch.setParentItem(self)
         swatch.sigClicked.connect(self.sigSampleClicked)
-        label = EntryLabel(name, swatch, self.font, self)
+        label = EntryLabel(name, swatch, self.entry_font, self)
         label.setText(name, color=self.opts["labelTextColor"])
         self.items.append((swatch, label))
         self.relayout()
@@ -311,7 +312,7 @@ class PlotLegend(pg.GraphicsWidget):
         width = self.size().width()
         if width <= 0:
             return
-        row_height = max(SWATCH_HEIGHT, QFontMetricsF(self.font).height()) + ROW_SPACING
+        row_height = max(SWATCH_HEIGHT, QFontMetricsF(self.entry_font).height()) + ROW_SPACING
         title = self.title.boundingRect()
         self.title.setPos(0, max(0.0, (row_height - title.height()) / 2))
         first = title.width() + TITLE_GAP
