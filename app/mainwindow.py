@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import shlex
 import shutil
 import time
@@ -255,7 +256,12 @@ class MainWindow(Comparing, QMainWindow):
     def open_script(self, path: str) -> None:
         if not path:
             return
-        key = str(Path(path).resolve()) if not path.startswith("-m ") else path
+        module = path.startswith("-m ")
+        if not module:
+            # The run starts in the script's folder, where a path relative to the folder memsight
+            # was started in (`memsight examples/train.py`) would name nothing.
+            path = os.path.abspath(path)
+        key = str(Path(path).resolve()) if not module else path
         self.setup_panel.set_script(path, self.settings.setups.get(key))
         AppSettings.remember(self.settings.recent_scripts, key)
         self.settings.save(self.store)

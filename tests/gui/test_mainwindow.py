@@ -239,3 +239,14 @@ def test_the_readout_gives_exact_values_at_a_time(
 
     assert f"main {format_bytes(int(ram['rss'][i]))}" in text
     assert text.startswith(f"t = {ram.t[i]:.3f} s")
+
+
+def test_a_script_named_relative_to_where_memsight_started_can_run(
+    window: MainWindow, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_script(tmp_path / "examples", "train.py", "pass\n")
+    monkeypatch.chdir(tmp_path)
+    window.open_path("examples/train.py")  # `memsight examples/train.py`, run from tmp_path
+    spec = window.setup_panel.validate()
+    assert spec is not None, window.setup_panel.problems.text()
+    assert Path(spec.cwd, spec.target) == tmp_path / "examples" / "train.py"
