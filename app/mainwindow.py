@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QMainWindow,
     QMessageBox,
+    QToolBar,
     QWidget,
 )
 
@@ -63,8 +64,8 @@ class MainWindow(Comparing, QMainWindow):
         self.timeline = TimelineView()
         self.setCentralWidget(self.timeline)
         self.setup_panel = RunSetupPanel()
+        self.run_toolbar = self._run_toolbar(self.setup_panel)
         self.console = ConsoleView()
-        self.setup_dock = self._dock("Run", self.setup_panel, Qt.DockWidgetArea.LeftDockWidgetArea)
         self.console_dock = self._dock(
             "Console", self.console, Qt.DockWidgetArea.BottomDockWidgetArea
         )
@@ -130,14 +131,24 @@ class MainWindow(Comparing, QMainWindow):
             width, height = min(1280, room.width() - 16), min(820, room.height() - 48)
             self.resize(width, height)
             self.resizeDocks(
-                [self.setup_dock, self.findings_dock],
-                [min(420, width // 4), min(380, width // 4)],
-                Qt.Orientation.Horizontal,
+                [self.findings_dock], [min(380, width // 4)], Qt.Orientation.Horizontal
             )
             self.resizeDocks([self.console_dock], [min(220, height // 4)], Qt.Orientation.Vertical)
         state = self.store.value("window_state")
         if state is not None:
             self.restoreState(state)
+
+    def _run_toolbar(self, panel: RunSetupPanel) -> QToolBar:
+        """The run bar across the top of the window, above the docks, where it stays: the one
+        thing every session starts with is never out of sight or in the timeline's way."""
+        toolbar = QToolBar("Run")
+        toolbar.setObjectName("run_toolbar")
+        toolbar.setMovable(False)
+        toolbar.setFloatable(False)
+        toolbar.toggleViewAction().setVisible(False)  # nothing would bring it back
+        toolbar.addWidget(panel)
+        self.addToolBar(Qt.ToolBarArea.TopToolBarArea, toolbar)
+        return toolbar
 
     def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
         dock = QDockWidget(title, self)
@@ -193,6 +204,13 @@ class MainWindow(Comparing, QMainWindow):
         self.stop_action.setEnabled(False)
         run_menu.addAction(self.run_action)
         run_menu.addAction(self.stop_action)
+        run_menu.addSeparator()
+        self.more_action = self._action(
+            "More Run &Settings", "Ctrl+Shift+R", self.setup_panel.set_more_shown
+        )
+        self.more_action.setCheckable(True)
+        self.setup_panel.moreShown.connect(self.more_action.setChecked)
+        run_menu.addAction(self.more_action)
 
         view_menu = menu.addMenu("&View")
         self.follow_action = self._action("&Follow Latest Samples", "F", self.timeline.set_follow)
@@ -201,7 +219,7 @@ class MainWindow(Comparing, QMainWindow):
         view_menu.addAction(self.follow_action)
         view_menu.addAction(self._action("&Zoom to Fit", "Ctrl+0", self.timeline.zoom_to_fit))
         view_menu.addSeparator()
-        view_menu.addAction(self.setup_dock.toggleViewAction())
+        view_menu.addAction(self.more_action)
         view_menu.addAction(self.console_dock.toggleViewAction())
         view_menu.addAction(self.findings_dock.toggleViewAction())
         view_menu.addAction(self.contents_dock.toggleViewAction())
@@ -262,7 +280,7 @@ class MainWindow(Comparing, QMainWindow):
         return True
 
     def _prepare_rerun(self, profile: Profile) -> None:
-        """Fill the Run panel with what the profile ran, so Ctrl+R runs it again after a fix.
+        """Fill the run bar with what the profile ran, so Ctrl+R runs it again after a fix.
 
         Only when that script is still here; the environment, which profiles do not keep,
         comes from the script's remembered setup."""
@@ -340,7 +358,7 @@ class MainWindow(Comparing, QMainWindow):
         return ""
 
     def _choose_profile(self) -> None:
-        """Ctrl+O: a profile, or a script (which goes to the Run panel)."""
+        """Ctrl+O: a profile, or a script (which goes to the run bar)."""
         path, _ = QFileDialog.getOpenFileName(
             self, "Open profile or script", str(recordings_dir()), OPEN_FILTER
         )
