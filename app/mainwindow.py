@@ -10,8 +10,16 @@ import shutil
 from datetime import datetime
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, QSettings, Qt
-from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
+from PySide6.QtCore import QEvent, QSettings, QSize, Qt
+from PySide6.QtGui import (
+    QAction,
+    QCloseEvent,
+    QDragEnterEvent,
+    QDropEvent,
+    QKeySequence,
+    QResizeEvent,
+    QShowEvent,
+)
 from PySide6.QtWidgets import (
     QApplication,
     QDockWidget,
@@ -42,6 +50,14 @@ from profiler.profile.storage import SUFFIX, ProfileError, load_profile
 from profiler.report import write_html
 from profiler.units import format_bytes
 
+# A dock takes at most this share of a new window's width (Findings) or height (Console and
+# the tabs beside it), and no more than these pixels on a large screen: the timeline has the rest.
+DOCK_SHARE = 0.25
+DOCK_WIDTH_MAX = 380
+DOCK_HEIGHT_MAX = 240
+# Layouts saved by earlier versions had the Run dock beside the timeline and dock sizes chosen
+# around it; theirs is not restored (restoreState refuses another version).
+WINDOW_STATE_VERSION = 1
 PROFILE_FILTER = f"memsight profiles (*{SUFFIX});;All files (*)"
 OPEN_FILTER = (
     f"memsight profiles and scripts (*{SUFFIX} *.py);;memsight profiles (*{SUFFIX});;"
@@ -128,15 +144,64 @@ class MainWindow(Comparing, QMainWindow):
             # No larger than the screen, title bar and borders included (the window manager
             # adds them outside this size): a window cut off at its edges hides its own docks.
             room = self.screen().availableGeometry()
-            width, height = min(1280, room.width() - 16), min(820, room.height() - 48)
-            self.resize(width, height)
-            self.resizeDocks(
-                [self.findings_dock], [min(380, width // 4)], Qt.Orientation.Horizontal
-            )
-            self.resizeDocks([self.console_dock], [min(220, height // 4)], Qt.Orientation.Vertical)
+            self.resize(min(1280, room.width() - 16), min(820, room.height() - 48))
         state = self.store.value("window_state")
-        if state is not None:
-            self.restoreState(state)
+        # Without a saved layout the docks are sized when the window is first shown, at the
+        # size it is shown at (which whoever shows it may still change).
+        self._dock_shares: dict[Qt.DockWidgetArea, float] = {}  # of the window's width or height
+        self._docks_unsized = state is None or not self.restoreState(state, WINDOW_STATE_VERSION)
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        if self._docks_unsized:
+            self._docks_unsized = False
+            self._default_dock_sizes()
+
+    def _default_dock_sizes(self) -> None:
+        """Findings beside the timeline and the console under it, each a quarter of the
+        window at most: the timeline has the rest."""
+        self.resizeDocks(
+            [self.findings_dock],
+            [min(DOCK_WIDTH_MAX, int(self.width() * DOCK_SHARE))],
+            Qt.Orientation.Horizontal,
+        )
+        self.resizeDocks(
+            [self.console_dock],
+            [min(DOCK_HEIGHT_MAX, int(self.height() * DOCK_SHARE))],
+            Qt.Orientation.Vertical,
+        )
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        old, new = event.oldSize(), event.size()
+        if self.isVisible() and old.isValid() and not old.isEmpty() and old != new:
+            self._keep_dock_shares(old, new)
+
+    def _keep_dock_shares(self, old: QSize, new: QSize) -> None:
+        """Each dock area keeps its share of the window as the window is resized. Qt gives the
+        whole change to the timeline: docks sized for a large window would leave it a sliver
+        of one tiled to half the screen."""
+        sized: set[Qt.DockWidgetArea] = set()
+        for dock in self.findChildren(QDockWidget):
+            area = self.dockWidgetArea(dock)
+            if dock.isFloating() or not dock.isVisible() or area in sized:
+                continue
+            sized.add(area)  # one dock sizes its area (the others are its tabs or neighbours)
+            across = area in (
+                Qt.DockWidgetArea.LeftDockWidgetArea,
+                Qt.DockWidgetArea.RightDockWidgetArea,
+            )
+            size, least, before, after = (
+                (dock.width(), dock.minimumSizeHint().width(), old.width(), new.width())
+                if across
+                else (dock.height(), dock.minimumSizeHint().height(), old.height(), new.height())
+            )
+            # A dock held at its minimum by a narrow window says nothing of the share it had
+            # before: the window's next widening gives it that share back, not more.
+            if size > least or area not in self._dock_shares:
+                self._dock_shares[area] = size / before
+            orientation = Qt.Orientation.Horizontal if across else Qt.Orientation.Vertical
+            self.resizeDocks([dock], [round(self._dock_shares[area] * after)], orientation)
 
     def _run_toolbar(self, panel: RunSetupPanel) -> QToolBar:
         """The run bar across the top of the window, above the docks, where it stays: the one
@@ -577,6 +642,6 @@ class MainWindow(Comparing, QMainWindow):
             self.session.kill()
         self.diagnosis.shutdown()
         self.store.setValue("geometry", self.saveGeometry())
-        self.store.setValue("window_state", self.saveState())
+        self.store.setValue("window_state", self.saveState(WINDOW_STATE_VERSION))
         self.settings.save(self.store)
         super().closeEvent(event)

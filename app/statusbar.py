@@ -6,23 +6,64 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel, QPushButton, QStatusBar, QWidget
+from PySide6.QtCore import QEvent, QSize, Qt
+from PySide6.QtGui import QHelpEvent, QPainter, QPaintEvent
+from PySide6.QtWidgets import QLabel, QPushButton, QStatusBar, QToolTip, QWidget
 
+from app.plaintext import tooltip
 from profiler.profile.model import Profile
 from profiler.units import format_bytes, format_duration
 
 RATE_EVERY_S = 1.0  # samples/s is counted over this long, so the figure does not flicker
 
 
+class StatusField(QLabel):
+    """One figure in the status bar, which gives up width before the window does: squeezed,
+    it ends in an ellipsis and shows the whole text as its tooltip. A label's minimum width is
+    its whole text, so five of them (longer during a run) would set the window's."""
+
+    def __init__(self, text: str = "") -> None:
+        super().__init__(text)
+        self.setTextFormat(Qt.TextFormat.PlainText)
+
+    def minimumSizeHint(self) -> QSize:
+        whole = super().minimumSizeHint()
+        return QSize(min(whole.width(), self.fontMetrics().horizontalAdvance("M…")), whole.height())
+
+    def shown_text(self) -> str:
+        """The text as it fits the label's width now."""
+        return self.fontMetrics().elidedText(
+            self.text(), Qt.TextElideMode.ElideRight, self.contentsRect().width()
+        )
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        painter = QPainter(self)
+        self.style().drawItemText(
+            painter,
+            self.contentsRect(),
+            int(self.alignment()),
+            self.palette(),
+            self.isEnabled(),
+            self.shown_text(),
+            self.foregroundRole(),
+        )
+
+    def event(self, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.ToolTip and self.shown_text() != self.text():
+            assert isinstance(event, QHelpEvent)
+            QToolTip.showText(event.globalPos(), tooltip(self.text()), self)
+            return True
+        return super().event(event)
+
+
 class RunStatusBar(QStatusBar):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.state_label = QLabel("Ready")
-        self.elapsed_label = QLabel("")
-        self.ram_label = QLabel("")
-        self.gpu_label = QLabel("")
-        self.rate_label = QLabel("")
+        self.state_label = StatusField("Ready")
+        self.elapsed_label = StatusField()
+        self.ram_label = StatusField()
+        self.gpu_label = StatusField()
+        self.rate_label = StatusField()
         for label in (
             self.state_label,
             self.elapsed_label,
@@ -30,7 +71,6 @@ class RunStatusBar(QStatusBar):
             self.gpu_label,
             self.rate_label,
         ):
-            label.setTextFormat(Qt.TextFormat.PlainText)
             self.addPermanentWidget(label)
         # Offered once a re-run of the same script ends: one click shows what the change did.
         self.compare_previous_button = QPushButton("Compare with previous run")
