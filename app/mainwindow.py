@@ -528,6 +528,7 @@ class MainWindow(Comparing, QMainWindow):
         self.session.stop()
 
     def _on_run_started(self, profile: Profile, out: Path) -> None:
+        self.setup_panel.set_more_shown(False)  # set up: the room is the timeline's now
         self._show_profile(profile, out, running=True)
         self._set_running(True)
 

@@ -113,13 +113,17 @@ def test_a_long_problem_wraps_in_full_under_the_run_bar(
     assert window.width() == 900  # and does not widen the window
 
 
-def test_ctrl_r_runs_and_ctrl_period_stops(qtbot, window: MainWindow, tmp_path: Path) -> None:
+def test_ctrl_r_runs_and_closes_more_and_ctrl_period_stops(
+    qtbot, window: MainWindow, tmp_path: Path
+) -> None:
     script = write_script(tmp_path, "wait.py", "import time\ntime.sleep(30)\n")
     window.open_script(str(script))
+    window.setup_panel.more_button.click()  # to look at the settings before running
     window.activateWindow()
     qtbot.waitActive(window)
     qtbot.keyClick(window, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier)
     assert window.session.running and window.setup_panel.stop_button.isEnabled()
+    assert window.setup_panel.more.isHidden()  # the run has started: the room is the timeline's
     qtbot.keyClick(window, Qt.Key.Key_Period, Qt.KeyboardModifier.ControlModifier)
     assert window.session.stopping
     qtbot.waitUntil(lambda: not window.session.timer.isActive(), timeout=RUN_TIMEOUT_MS)
