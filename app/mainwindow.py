@@ -160,16 +160,14 @@ class MainWindow(Comparing, QMainWindow):
     def _default_dock_sizes(self) -> None:
         """Findings beside the timeline and the console under it, each a quarter of the
         window at most: the timeline has the rest."""
-        self.resizeDocks(
-            [self.findings_dock],
-            [min(DOCK_WIDTH_MAX, int(self.width() * DOCK_SHARE))],
-            Qt.Orientation.Horizontal,
-        )
-        self.resizeDocks(
-            [self.console_dock],
-            [min(DOCK_HEIGHT_MAX, int(self.height() * DOCK_SHARE))],
-            Qt.Orientation.Vertical,
-        )
+        width = min(DOCK_WIDTH_MAX, int(self.width() * DOCK_SHARE))
+        height = min(DOCK_HEIGHT_MAX, int(self.height() * DOCK_SHARE))
+        self.resizeDocks([self.findings_dock], [width], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.console_dock], [height], Qt.Orientation.Vertical)
+        self._dock_shares = {
+            self.dockWidgetArea(self.findings_dock): width / self.width(),
+            self.dockWidgetArea(self.console_dock): height / self.height(),
+        }
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
@@ -180,7 +178,11 @@ class MainWindow(Comparing, QMainWindow):
     def _keep_dock_shares(self, old: QSize, new: QSize) -> None:
         """Each dock area keeps its share of the window as the window is resized. Qt gives the
         whole change to the timeline: docks sized for a large window would leave it a sliver
-        of one tiled to half the screen."""
+        of one tiled to half the screen.
+
+        A share is taken from the sizes the docks have when the user last set them (or when
+        the window is first resized): a dock a narrow window holds at its minimum width would
+        otherwise claim that larger share once the window widens again."""
         sized: set[Qt.DockWidgetArea] = set()
         for dock in self.findChildren(QDockWidget):
             area = self.dockWidgetArea(dock)
@@ -191,17 +193,24 @@ class MainWindow(Comparing, QMainWindow):
                 Qt.DockWidgetArea.LeftDockWidgetArea,
                 Qt.DockWidgetArea.RightDockWidgetArea,
             )
-            size, least, before, after = (
-                (dock.width(), dock.minimumSizeHint().width(), old.width(), new.width())
-                if across
-                else (dock.height(), dock.minimumSizeHint().height(), old.height(), new.height())
-            )
-            # A dock held at its minimum by a narrow window says nothing of the share it had
-            # before: the window's next widening gives it that share back, not more.
-            if size > least or area not in self._dock_shares:
-                self._dock_shares[area] = size / before
-            orientation = Qt.Orientation.Horizontal if across else Qt.Orientation.Vertical
-            self.resizeDocks([dock], [round(self._dock_shares[area] * after)], orientation)
+            if area not in self._dock_shares:
+                self._dock_shares[area] = (
+                    dock.width() / old.width() if across else dock.height() / old.height()
+                )
+            share = self._dock_shares[area]
+            if across:
+                self.resizeDocks([dock], [round(share * new.width())], Qt.Orientation.Horizontal)
+            else:
+                self.resizeDocks([dock], [round(share * new.height())], Qt.Orientation.Vertical)
+
+    def event(self, event: QEvent) -> bool:
+        # Over a separator between docks, QMainWindow shows a split cursor: a button released
+        # with it ends a drag of the separator, and the docks' sizes are the user's choice.
+        split = self.cursor().shape() in (Qt.CursorShape.SplitHCursor, Qt.CursorShape.SplitVCursor)
+        handled = super().event(event)
+        if event.type() == QEvent.Type.MouseButtonRelease and split:
+            self._dock_shares.clear()
+        return handled
 
     def _run_toolbar(self, panel: RunSetupPanel) -> QToolBar:
         """The run bar across the top of the window, above the docks, where it stays: the one
