@@ -18,8 +18,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.controller import RunController
 from app.recordings import recordings_dir
+from app.session import RunSession
+from app.statusbar import RunStatusBar
 from app.timeline import TimelineView
 from profiler.compare_command import change_text, changes, value_text
 from profiler.comparison import (
@@ -113,11 +114,11 @@ class Comparing:
     A mixin of MainWindow, which provides the attributes declared here."""
 
     profile: Profile | None
-    controller: RunController | None
+    session: RunSession
     timeline: TimelineView
     compare: ComparePanel
     compare_dock: QDockWidget
-    compare_previous_button: QPushButton
+    status: RunStatusBar
     _previous: tuple[Profile, Path] | None
 
     def show_error(self, title: str, message: str) -> None: ...
@@ -146,10 +147,10 @@ class Comparing:
 
     def compare_with_previous(self) -> None:
         if self._previous is not None and self.compare_with(*self._previous):
-            self.compare_previous_button.hide()
+            self.status.compare_previous_button.hide()
 
     def compare_with(self, other: Profile, path: Path) -> bool:
-        if self.profile is None or (self.controller is not None and self.controller.running):
+        if self.profile is None or self.session.running:
             return False
         try:
             comparison = compare(other, self.profile)

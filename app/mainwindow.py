@@ -1,25 +1,32 @@
-"""The main window: run setup, live timelines, console, status bar, profiles."""
+"""The main window: the views and docks, the documents shown (open, save, export) and the
+wiring between them, the run setup and the run session."""
 
 from __future__ import annotations
 
 import functools
+import os
 import shlex
 import shutil
-import time
 from datetime import datetime
 from pathlib import Path
 
-import numpy as np
-from PySide6.QtCore import QEvent, QSettings, Qt, QTimer
-from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
+from PySide6.QtCore import QEvent, QSettings, QSize, Qt
+from PySide6.QtGui import (
+    QAction,
+    QCloseEvent,
+    QDragEnterEvent,
+    QDropEvent,
+    QKeySequence,
+    QResizeEvent,
+    QShowEvent,
+)
 from PySide6.QtWidgets import (
     QApplication,
     QDockWidget,
     QFileDialog,
-    QLabel,
     QMainWindow,
     QMessageBox,
-    QPushButton,
+    QToolBar,
     QWidget,
 )
 
@@ -27,12 +34,13 @@ import profiler
 from app.compare import ComparePanel, Comparing, same_target
 from app.console import ConsoleView
 from app.contents import ContentsPanel
-from app.controller import RunController
 from app.findings import BackgroundDiagnosis, FindingsPanel
 from app.plaintext import shorten, window_title
 from app.recordings import recordings_dir
 from app.runsetup import RunSetupPanel
+from app.session import RunSession
 from app.settings import AppSettings, ScriptSetup
+from app.statusbar import RunStatusBar
 from app.timeline import TimelineView
 from profiler.diagnosis import Finding
 from profiler.diagnosis.contents import Census, census_label
@@ -40,10 +48,16 @@ from profiler.launch.spec import ExitStatus, default_profile_name
 from profiler.profile.model import Profile
 from profiler.profile.storage import SUFFIX, ProfileError, load_profile
 from profiler.report import write_html
-from profiler.units import format_bytes, format_duration
+from profiler.units import format_bytes
 
-DIAGNOSE_EVERY_S = 2.0  # findings follow a live run at this pace, not every frame
-REFRESH_MS = 33  # ≤ 30 Hz: the model is redrawn on this timer, never per sample
+# A dock takes at most this share of a new window's width (Findings) or height (Console and
+# the tabs beside it), and no more than these pixels on a large screen: the timeline has the rest.
+DOCK_SHARE = 0.25
+DOCK_WIDTH_MAX = 380
+DOCK_HEIGHT_MAX = 240
+# Layouts saved by earlier versions had the Run dock beside the timeline and dock sizes chosen
+# around it; theirs is not restored (restoreState refuses another version).
+WINDOW_STATE_VERSION = 1
 PROFILE_FILTER = f"memsight profiles (*{SUFFIX});;All files (*)"
 OPEN_FILTER = (
     f"memsight profiles and scripts (*{SUFFIX} *.py);;memsight profiles (*{SUFFIX});;"
@@ -56,16 +70,9 @@ class MainWindow(Comparing, QMainWindow):
         super().__init__()
         self.store = store or QSettings("memsight", "memsight")
         self.settings = AppSettings.load(self.store)
-        self.controller: RunController | None = None
         self.profile: Profile | None = None
         self.profile_path: Path | None = None
         self.error_box: QMessageBox | None = None
-        self.frame_ms: list[float] = []  # duration of each refresh, for benchmarks
-        self._run_started = 0.0
-        self._rate = (0.0, 0)  # (time, samples) at the last status update
-        self._peaks: dict[
-            str, tuple[Profile | None, int, int]
-        ] = {}  # name -> profile, rows seen, max
 
         self.setWindowTitle("memsight")
         self.setAcceptDrops(True)
@@ -73,8 +80,8 @@ class MainWindow(Comparing, QMainWindow):
         self.timeline = TimelineView()
         self.setCentralWidget(self.timeline)
         self.setup_panel = RunSetupPanel()
+        self.run_toolbar = self._run_toolbar(self.setup_panel)
         self.console = ConsoleView()
-        self.setup_dock = self._dock("Run", self.setup_panel, Qt.DockWidgetArea.LeftDockWidgetArea)
         self.console_dock = self._dock(
             "Console", self.console, Qt.DockWidgetArea.BottomDockWidgetArea
         )
@@ -102,39 +109,24 @@ class MainWindow(Comparing, QMainWindow):
         self.contents.locationActivated.connect(self._open_in_editor)
         self._contents_shown = False  # the dock's tab is in front (Qt says so only by signal)
         self.contents_dock.visibilityChanged.connect(self._on_contents_shown)
-        self.findings.message.connect(lambda text: self.statusBar().showMessage(text, 10_000))
-        self.console.inputEntered.connect(self._send_input)
-        self.console.inputClosed.connect(
-            lambda: self.controller.close_input() if self.controller is not None else None
-        )
         self.diagnosis = BackgroundDiagnosis(self)
         self.diagnosis.ready.connect(self.findings.set_diagnosis)
-        self._diagnosed_at = 0.0
+        self.session = RunSession(self.diagnosis, self)
+        self.session.started.connect(self._on_run_started)
+        self.session.refreshed.connect(self._on_samples)
+        self.session.ticked.connect(self._update_status)
+        self.session.finished.connect(self._on_run_finished)
+        self.session.failed.connect(self.show_error)
+        self.console.inputEntered.connect(self.session.send_input)
+        self.console.inputClosed.connect(self.session.close_input)
         for python in self.settings.pythons:
             self.setup_panel.add_python(python)
 
-        self.state_label = QLabel("Ready")
-        self.elapsed_label = QLabel("")
-        self.ram_label = QLabel("")
-        self.gpu_label = QLabel("")
-        self.rate_label = QLabel("")
-        for label in (
-            self.state_label,
-            self.elapsed_label,
-            self.ram_label,
-            self.gpu_label,
-            self.rate_label,
-        ):
-            label.setTextFormat(Qt.TextFormat.PlainText)
-            self.statusBar().addPermanentWidget(label)
+        self.status = RunStatusBar()
+        self.setStatusBar(self.status)
+        self.status.compare_previous_button.clicked.connect(self.compare_with_previous)
 
-        # Offered once a re-run of the same script ends: one click shows what the change did.
-        self.compare_previous_button = QPushButton("Compare with previous run")
-        self.compare_previous_button.setFlat(True)
-        self.compare_previous_button.hide()
-        self.compare_previous_button.clicked.connect(self.compare_with_previous)
-        self.statusBar().addWidget(self.compare_previous_button)
-
+        self.findings.message.connect(lambda text: self.status.showMessage(text, 10_000))
         self._make_actions()
         self.setup_panel.runRequested.connect(self.start_run)
         self.setup_panel.stopRequested.connect(self.stop_run)
@@ -144,9 +136,6 @@ class MainWindow(Comparing, QMainWindow):
         self.timeline.processChosen.connect(
             lambda shown: self.contents.set_profile(shown, running=self.timeline.running)
         )
-        self.timer = QTimer(self)
-        self.timer.setInterval(REFRESH_MS)
-        self.timer.timeout.connect(self._tick)
 
         geometry = self.store.value("geometry")
         if geometry is not None:
@@ -155,17 +144,85 @@ class MainWindow(Comparing, QMainWindow):
             # No larger than the screen, title bar and borders included (the window manager
             # adds them outside this size): a window cut off at its edges hides its own docks.
             room = self.screen().availableGeometry()
-            width, height = min(1280, room.width() - 16), min(820, room.height() - 48)
-            self.resize(width, height)
-            self.resizeDocks(
-                [self.setup_dock, self.findings_dock],
-                [min(420, width // 4), min(380, width // 4)],
-                Qt.Orientation.Horizontal,
-            )
-            self.resizeDocks([self.console_dock], [min(220, height // 4)], Qt.Orientation.Vertical)
+            self.resize(min(1280, room.width() - 16), min(820, room.height() - 48))
         state = self.store.value("window_state")
-        if state is not None:
-            self.restoreState(state)
+        # Without a saved layout the docks are sized when the window is first shown, at the
+        # size it is shown at (which whoever shows it may still change).
+        self._dock_shares: dict[Qt.DockWidgetArea, float] = {}  # of the window's width or height
+        self._docks_unsized = state is None or not self.restoreState(state, WINDOW_STATE_VERSION)
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        if self._docks_unsized:
+            self._docks_unsized = False
+            self._default_dock_sizes()
+
+    def _default_dock_sizes(self) -> None:
+        """Findings beside the timeline and the console under it, each a quarter of the
+        window at most: the timeline has the rest."""
+        width = min(DOCK_WIDTH_MAX, int(self.width() * DOCK_SHARE))
+        height = min(DOCK_HEIGHT_MAX, int(self.height() * DOCK_SHARE))
+        self.resizeDocks([self.findings_dock], [width], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.console_dock], [height], Qt.Orientation.Vertical)
+        self._dock_shares = {
+            self.dockWidgetArea(self.findings_dock): width / self.width(),
+            self.dockWidgetArea(self.console_dock): height / self.height(),
+        }
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        old, new = event.oldSize(), event.size()
+        if self.isVisible() and old.isValid() and not old.isEmpty() and old != new:
+            self._keep_dock_shares(old, new)
+
+    def _keep_dock_shares(self, old: QSize, new: QSize) -> None:
+        """Each dock area keeps its share of the window as the window is resized. Qt gives the
+        whole change to the timeline: docks sized for a large window would leave it a sliver
+        of one tiled to half the screen.
+
+        A share is taken from the sizes the docks have when the user last set them (or when
+        the window is first resized): a dock a narrow window holds at its minimum width would
+        otherwise claim that larger share once the window widens again."""
+        sized: set[Qt.DockWidgetArea] = set()
+        for dock in self.findChildren(QDockWidget):
+            area = self.dockWidgetArea(dock)
+            if dock.isFloating() or not dock.isVisible() or area in sized:
+                continue
+            sized.add(area)  # one dock sizes its area (the others are its tabs or neighbours)
+            across = area in (
+                Qt.DockWidgetArea.LeftDockWidgetArea,
+                Qt.DockWidgetArea.RightDockWidgetArea,
+            )
+            if area not in self._dock_shares:
+                self._dock_shares[area] = (
+                    dock.width() / old.width() if across else dock.height() / old.height()
+                )
+            share = self._dock_shares[area]
+            if across:
+                self.resizeDocks([dock], [round(share * new.width())], Qt.Orientation.Horizontal)
+            else:
+                self.resizeDocks([dock], [round(share * new.height())], Qt.Orientation.Vertical)
+
+    def event(self, event: QEvent) -> bool:
+        # Over a separator between docks, QMainWindow shows a split cursor: a button released
+        # with it ends a drag of the separator, and the docks' sizes are the user's choice.
+        split = self.cursor().shape() in (Qt.CursorShape.SplitHCursor, Qt.CursorShape.SplitVCursor)
+        handled = super().event(event)
+        if event.type() == QEvent.Type.MouseButtonRelease and split:
+            self._dock_shares.clear()
+        return handled
+
+    def _run_toolbar(self, panel: RunSetupPanel) -> QToolBar:
+        """The run bar across the top of the window, above the docks, where it stays: the one
+        thing every session starts with is never out of sight or in the timeline's way."""
+        toolbar = QToolBar("Run")
+        toolbar.setObjectName("run_toolbar")
+        toolbar.setMovable(False)
+        toolbar.setFloatable(False)
+        toolbar.toggleViewAction().setVisible(False)  # nothing would bring it back
+        toolbar.addWidget(panel)
+        self.addToolBar(Qt.ToolBarArea.TopToolBarArea, toolbar)
+        return toolbar
 
     def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
         dock = QDockWidget(title, self)
@@ -210,7 +267,6 @@ class MainWindow(Comparing, QMainWindow):
             "Compare With &Previous Run", "Ctrl+Shift+P", self.compare_with_previous
         )
         self.compare_previous_action.setEnabled(False)
-        self.compare_previous_button.hide()
         file_menu.addAction(self.compare_action)
         file_menu.addAction(self.compare_previous_action)
         file_menu.addSeparator()
@@ -222,6 +278,13 @@ class MainWindow(Comparing, QMainWindow):
         self.stop_action.setEnabled(False)
         run_menu.addAction(self.run_action)
         run_menu.addAction(self.stop_action)
+        run_menu.addSeparator()
+        self.more_action = self._action(
+            "More Run &Settings", "Ctrl+Shift+R", self.setup_panel.set_more_shown
+        )
+        self.more_action.setCheckable(True)
+        self.setup_panel.moreShown.connect(self.more_action.setChecked)
+        run_menu.addAction(self.more_action)
 
         view_menu = menu.addMenu("&View")
         self.follow_action = self._action("&Follow Latest Samples", "F", self.timeline.set_follow)
@@ -230,7 +293,7 @@ class MainWindow(Comparing, QMainWindow):
         view_menu.addAction(self.follow_action)
         view_menu.addAction(self._action("&Zoom to Fit", "Ctrl+0", self.timeline.zoom_to_fit))
         view_menu.addSeparator()
-        view_menu.addAction(self.setup_dock.toggleViewAction())
+        view_menu.addAction(self.more_action)
         view_menu.addAction(self.console_dock.toggleViewAction())
         view_menu.addAction(self.findings_dock.toggleViewAction())
         view_menu.addAction(self.contents_dock.toggleViewAction())
@@ -255,14 +318,19 @@ class MainWindow(Comparing, QMainWindow):
     def open_script(self, path: str) -> None:
         if not path:
             return
-        key = str(Path(path).resolve()) if not path.startswith("-m ") else path
+        module = path.startswith("-m ")
+        if not module:
+            # The run starts in the script's folder, where a path relative to the folder memsight
+            # was started in (`memsight examples/train.py`) would name nothing.
+            path = os.path.abspath(path)
+        key = str(Path(path).resolve()) if not module else path
         self.setup_panel.set_script(path, self.settings.setups.get(key))
         AppSettings.remember(self.settings.recent_scripts, key)
         self.settings.save(self.store)
         self.setWindowTitle(window_title(f"memsight — {Path(path).name}"))
 
     def open_profile(self, path: str) -> bool:
-        if self.controller is not None and self.controller.running:
+        if self.session.running:
             self.show_error("A run is in progress", "Stop it before opening a profile.")
             return False
         try:
@@ -273,7 +341,7 @@ class MainWindow(Comparing, QMainWindow):
         except MemoryError:
             self.show_error("Cannot open profile", f"{path}: not enough memory to load it")
             return False
-        self.controller = None
+        self.session.forget()
         try:
             self._show_profile(profile, Path(path))
             self._prepare_rerun(profile)
@@ -286,7 +354,7 @@ class MainWindow(Comparing, QMainWindow):
         return True
 
     def _prepare_rerun(self, profile: Profile) -> None:
-        """Fill the Run panel with what the profile ran, so Ctrl+R runs it again after a fix.
+        """Fill the run bar with what the profile ran, so Ctrl+R runs it again after a fix.
 
         Only when that script is still here; the environment, which profiles do not keep,
         comes from the script's remembered setup."""
@@ -364,7 +432,7 @@ class MainWindow(Comparing, QMainWindow):
         return ""
 
     def _choose_profile(self) -> None:
-        """Ctrl+O: a profile, or a script (which goes to the Run panel)."""
+        """Ctrl+O: a profile, or a script (which goes to the run bar)."""
         path, _ = QFileDialog.getOpenFileName(
             self, "Open profile or script", str(recordings_dir()), OPEN_FILTER
         )
@@ -402,7 +470,7 @@ class MainWindow(Comparing, QMainWindow):
             return False
         AppSettings.remember(self.settings.recent_profiles, str(Path(path).resolve()))
         self.settings.save(self.store)
-        self.statusBar().showMessage(f"Saved {path}", 5000)
+        self.status.showMessage(f"Saved {path}", 5000)
         return True
 
     def export_html(self) -> None:
@@ -427,7 +495,7 @@ class MainWindow(Comparing, QMainWindow):
             return False
         finally:
             QApplication.restoreOverrideCursor()
-        self.statusBar().showMessage(f"Exported {path} ({format_bytes(size)})", 5000)
+        self.status.showMessage(f"Exported {path} ({format_bytes(size)})", 5000)
         return True
 
     def show_error(self, title: str, message: str) -> None:
@@ -441,7 +509,7 @@ class MainWindow(Comparing, QMainWindow):
     # -- running ----------------------------------------------------------------------------
 
     def start_run(self) -> None:
-        if self.controller is not None and self.controller.running:
+        if self.session.running:
             return
         spec = self.setup_panel.validate()
         if spec is None:
@@ -460,32 +528,18 @@ class MainWindow(Comparing, QMainWindow):
             AppSettings.remember(self.settings.pythons, spec.python)
         self.settings.save(self.store)
         out = recordings_dir() / default_profile_name(spec, datetime.now())
-        controller = RunController(spec, out)
-        try:
-            controller.start()
-        except OSError as exc:
-            self.show_error("Cannot start the run", f"{spec.python}: {exc.strerror or exc}")
-            return
-        self.controller = controller
-        self._run_started = time.monotonic()
-        self._rate = (self._run_started, 0)
-        self._show_profile(controller.profile, out, running=True)
-        # The run's metadata has not arrived yet: the title names the script from the start.
-        name = f"-m {spec.target}" if spec.module else Path(spec.target).name
-        self.setWindowTitle(window_title(f"memsight — {name}"))
-        self._set_running(True)
-        self.timer.start()
-        self._tick()
-
-    def _send_input(self, text: str) -> None:
-        """A line typed under the console, to the running script's stdin."""
-        if self.controller is not None and self.controller.running:
-            self.controller.send_input(text)
+        if self.session.start(spec, out):
+            # The run's metadata has not arrived yet: the title names the script from the start.
+            name = f"-m {spec.target}" if spec.module else Path(spec.target).name
+            self.setWindowTitle(window_title(f"memsight — {name}"))
 
     def stop_run(self) -> None:
-        if self.controller is not None and self.controller.running:
-            self.controller.stop()
-            self.state_label.setText("Stopping…")
+        self.session.stop()
+
+    def _on_run_started(self, profile: Profile, out: Path) -> None:
+        self.setup_panel.set_more_shown(False)  # set up: the room is the timeline's now
+        self._show_profile(profile, out, running=True)
+        self._set_running(True)
 
     def _set_running(self, running: bool) -> None:
         self.setup_panel.set_running(running)
@@ -495,44 +549,26 @@ class MainWindow(Comparing, QMainWindow):
         self.open_action.setEnabled(not running)
         self.timeline.set_running(running)
 
-    def _tick(self) -> None:
-        controller = self.controller
-        if controller is None:
-            self.timer.stop()
-            return
-        started = time.perf_counter()
-        result = controller.poll()
-        if result.frames:
-            self.timeline.refresh()
-            self.console.refresh()
-            self.contents.refresh()
-        if result.finished is not None:
-            self._finished(result.finished, controller)
-        elif time.monotonic() - self._diagnosed_at >= DIAGNOSE_EVERY_S and not self.diagnosis.busy:
-            self._diagnose(final=False)
-        self._update_status()
-        self.frame_ms.append((time.perf_counter() - started) * 1000)
+    def _on_samples(self) -> None:
+        self.timeline.refresh()
+        self.console.refresh()
+        self.contents.refresh()
 
-    def _finished(self, status: ExitStatus, controller: RunController) -> None:
-        self.timer.stop()
+    def _on_run_finished(self, _status: ExitStatus) -> None:
         self._set_running(False)
         self.save_action.setEnabled(True)
-        if controller.out_path.exists():
-            AppSettings.remember(self.settings.recent_profiles, str(controller.out_path))
+        if self.profile_path is not None and self.profile_path.exists():
+            AppSettings.remember(self.settings.recent_profiles, str(self.profile_path))
             self.settings.save(self.store)
-        if controller.error:
-            self.show_error("The recording failed", controller.error)
         self.console.refresh()
         self.contents.set_running(False)
         self.timeline.zoom_to_fit()  # the run has ended: all of it in view
-        self._diagnose(final=True)
         if self._previous is not None:
             self.compare_previous_action.setEnabled(True)
-            self.compare_previous_button.show()
+            self.status.compare_previous_button.show()
 
     def _diagnose(self, final: bool) -> None:
-        """Run the rules over the profile as it stands (throttled while a run goes on)."""
-        self._diagnosed_at = time.monotonic()
+        """Run the rules over the profile shown, as it stands."""
         if self.profile is not None:
             self.diagnosis.request(self.profile, final)
 
@@ -562,52 +598,11 @@ class MainWindow(Comparing, QMainWindow):
         self._contents_shown = shown
         self._on_census(self.contents.selected)
 
-    def _peak(self, name: str, values: np.ndarray) -> int:
-        """Running maximum of a growing column: each status update looks only at new rows."""
-        profile, rows, peak = self._peaks.get(name, (None, 0, 0))
-        if profile is not self.profile or rows > len(values):
-            rows, peak = 0, 0
-        if len(values) > rows:
-            peak = max(peak, int(values[rows:].max()))
-        self._peaks[name] = (self.profile, len(values), peak)
-        return peak
-
     def _update_status(self) -> None:
-        profile = self.profile
-        if profile is None:
-            return
-        running = self.controller is not None and self.controller.running
-        info = profile.info
-        if running:
-            self.state_label.setText(
-                "Stopping…" if self.controller and self.controller.stopping else "Running"
+        if self.profile is not None:
+            self.status.show_status(
+                self.profile, self.session.running, self.session.stopping, self.session.elapsed
             )
-            elapsed = time.monotonic() - self._run_started
-        else:
-            self.state_label.setText(f"Ended: {info.ended_by}")
-            elapsed = profile.duration
-        self.elapsed_label.setText(format_duration(elapsed))
-        ram = profile.ram
-        if ram is not None and len(ram):
-            self.ram_label.setText(
-                f"RAM {format_bytes(int(ram['rss'][-1]))} · peak {format_bytes(self._peak('ram', ram['rss_peak']))}"
-            )
-        gpu = profile.gpu
-        if gpu is not None:
-            self.gpu_label.setText(
-                f"VRAM {format_bytes(int(gpu['allocated'][-1]))} · peak {format_bytes(self._peak('gpu', gpu['allocated_peak']))}"
-            )
-        else:
-            self.gpu_label.setText("no GPU")
-        now = time.monotonic()
-        if running and now - self._rate[0] >= 1.0:
-            count = profile.sample_count
-            self.rate_label.setText(
-                f"{(count - self._rate[1]) / (now - self._rate[0]):.0f} samples/s"
-            )
-            self._rate = (now, count)
-        elif not running:
-            self.rate_label.setText(f"{profile.sample_count:,} samples")
 
     # -- window ---------------------------------------------------------------------------
 
@@ -645,7 +640,7 @@ class MainWindow(Comparing, QMainWindow):
         super().changeEvent(event)
 
     def closeEvent(self, event: QCloseEvent) -> None:
-        if self.controller is not None and self.controller.running:
+        if self.session.running:
             answer = QMessageBox.question(
                 self,
                 "A run is in progress",
@@ -654,9 +649,9 @@ class MainWindow(Comparing, QMainWindow):
             if answer != QMessageBox.StandardButton.Yes:
                 event.ignore()
                 return
-            self.controller.kill()
+            self.session.kill()
         self.diagnosis.shutdown()
         self.store.setValue("geometry", self.saveGeometry())
-        self.store.setValue("window_state", self.saveState())
+        self.store.setValue("window_state", self.saveState(WINDOW_STATE_VERSION))
         self.settings.save(self.store)
         super().closeEvent(event)

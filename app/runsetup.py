@@ -1,4 +1,5 @@
-"""Run setup panel: script, arguments, working directory, interpreter, environment, interval.
+"""The run bar: script, arguments, Run and Stop, and under More the working directory,
+interpreter, environment, sample interval, RAM budget and PyTorch instrumentation.
 
 Thin over the Qt-free core: it builds a profiler.launch.RunSpec and shows the problems
 profiler.launch.preflight finds, next to the fields they concern.
@@ -6,17 +7,18 @@ profiler.launch.preflight finds, next to the fields they concern.
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, Signal, SignalInstance
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QDoubleSpinBox,
     QFileDialog,
-    QFormLayout,
+    QGridLayout,
     QHBoxLayout,
     QLabel,
     QLineEdit,
@@ -41,22 +43,29 @@ from profiler.launch.spec import DEFAULT_INTERVAL_MS, RunSpec
 
 
 class RunSetupPanel(QWidget):
+    """The run bar: script, arguments, Run and Stop on one line; the other settings in a
+    panel under it, shown by the More button, which counts those that differ from their
+    defaults while the panel is closed."""
+
     runRequested = Signal()
     stopRequested = Signal()
     scriptChosen = Signal(str)
+    moreShown = Signal(bool)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.script = QLineEdit()
         self.script.setPlaceholderText("train.py, or -m package.module")
+        self.script.setToolTip("The script to run, or -m and a module")
         self.args = QLineEdit()
         self.args.setPlaceholderText("--epochs 2 --batch-size 64")
+        self.args.setToolTip("The script's arguments, as on a command line")
         self.cwd = QLineEdit()
         self.cwd.setPlaceholderText("the script's folder")
         self.python = QComboBox()
         self.python.setEditable(True)
         self.python.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
-        # A long interpreter path must not set the dock's width: the field scrolls instead.
+        # A long interpreter path must not set the panel's width: the field scrolls instead.
         self.python.setSizeAdjustPolicy(
             QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
         )
@@ -76,46 +85,109 @@ class RunSetupPanel(QWidget):
             "The RAM the run must fit in (the machine it will run on, say). The near-capacity "
             "finding warns when the peak comes within 10 % of it."
         )
-        # Short, so that the Run dock leaves the timeline room on a small screen.
         self.hooks = QCheckBox("PyTorch instrumentation")
         self.hooks.setToolTip(
             "Iterations, phases, modes, censuses of live tensors and out-of-memory details. "
             "Off: memory only."
         )
         self.hooks.setChecked(True)
+        # Under the run bar, as wide as the window, wrapped: a path in a message can be long.
         self.problems = QLabel("")
-        self.problems.setWordWrap(True)
         self.problems.setObjectName("problems")
-        self.problems.setStyleSheet(f"color: {SEVERITY_COLORS['critical']};")
+        self.problems.setWordWrap(True)
         self.problems.setTextFormat(Qt.TextFormat.PlainText)
+        self.problems.setStyleSheet(f"color: {SEVERITY_COLORS['critical']};")
+        self.problems.hide()
+        self.browse_button = QPushButton("Browse…")
+        self.browse_button.setToolTip("Choose the script to run")
         self.run_button = QPushButton("Run")
         self.run_button.setToolTip("Run the script and record its memory (Ctrl+R)")
         self.stop_button = QPushButton("Stop")
         self.stop_button.setToolTip("Stop the script and its whole process tree (Ctrl+.)")
         self.stop_button.setEnabled(False)
+        self.more_button = QToolButton()
+        self.more_button.setCheckable(True)
+        self.more_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.more_button.setArrowType(Qt.ArrowType.DownArrow)
+        self.defaults_button = QPushButton("Defaults")
+        self.defaults_button.setToolTip(
+            "Back to the defaults: the script's folder, memsight's Python, no extra "
+            "environment, no RAM budget, instrumentation on"
+        )
 
-        form = QFormLayout()
-        form.addRow("Script", self._with_button(self.script, self._browse_script))
-        form.addRow("Arguments", self.args)
-        form.addRow("Working dir", self._with_button(self.cwd, self._browse_cwd))
-        form.addRow("Python", self._with_button(self.python, self._browse_python))
-        form.addRow("Environment", self.env)
-        form.addRow("Sample every", self.interval)
-        form.addRow("RAM budget", self.ram_budget)
-        form.addRow("", self.hooks)
-        buttons = QHBoxLayout()
-        buttons.addWidget(self.run_button)
-        buttons.addWidget(self.stop_button)
+        line = QHBoxLayout()
+        line.setContentsMargins(0, 0, 0, 0)
+        line.addWidget(QLabel("Script"))
+        line.addWidget(self.script, 3)
+        line.addWidget(self.browse_button)
+        line.addSpacing(6)
+        line.addWidget(QLabel("Arguments"))
+        line.addWidget(self.args, 2)
+        line.addSpacing(6)
+        line.addWidget(self.run_button)
+        line.addWidget(self.stop_button)
+        line.addWidget(self.more_button)
+
+        self.more = QWidget()
+        self.more.setObjectName("more_settings")
+        grid = QGridLayout(self.more)
+        grid.setContentsMargins(0, 4, 0, 0)
+        grid.addWidget(QLabel("Working dir"), 0, 0)
+        grid.addWidget(self._with_button(self.cwd, self._browse_cwd), 0, 1)
+        grid.addWidget(QLabel("Python"), 0, 2)
+        grid.addWidget(self._with_button(self.python, self._browse_python), 0, 3)
+        grid.addWidget(QLabel("Environment"), 1, 0, Qt.AlignmentFlag.AlignTop)
+        grid.addWidget(self.env, 1, 1, 3, 1)
+        grid.addWidget(QLabel("Sample every"), 1, 2)
+        grid.addWidget(self.interval, 1, 3)
+        grid.addWidget(QLabel("RAM budget"), 2, 2)
+        grid.addWidget(self.ram_budget, 2, 3)
+        checks = QHBoxLayout()
+        checks.addWidget(self.hooks, 1)
+        checks.addWidget(self.defaults_button)
+        grid.addLayout(checks, 3, 3)
+        grid.setColumnStretch(1, 1)
+        grid.setColumnStretch(3, 1)
+        self.more.hide()
+
         layout = QVBoxLayout(self)
-        layout.addLayout(form)
-        layout.addLayout(buttons)
+        layout.setContentsMargins(4, 2, 4, 2)
+        layout.addLayout(line)
+        layout.addWidget(self.more)
         layout.addWidget(self.problems)
-        layout.addStretch(1)
         self.run_button.clicked.connect(self.runRequested)
         self.stop_button.clicked.connect(self.stopRequested)
+        self.browse_button.clicked.connect(self._browse_script)
+        self.more_button.toggled.connect(self.set_more_shown)
+        self.defaults_button.clicked.connect(self.reset_more)
         self.script.editingFinished.connect(
             lambda: self.scriptChosen.emit(self.script.text().strip())
         )
+        self.fields: dict[Setting, QWidget] = {
+            "script": self.script,
+            "args": self.args,
+            "cwd": self.cwd,
+            "python": self.python,
+            "env": self.env,
+            "interval": self.interval,
+            "ram_budget": self.ram_budget,
+        }
+        self._problems: list[Problem] = []
+        changes: dict[Setting, SignalInstance] = {
+            "script": self.script.textChanged,
+            "args": self.args.textChanged,
+            "cwd": self.cwd.textChanged,
+            "python": self.python.currentTextChanged,
+            "env": self.env.textChanged,
+            "interval": self.interval.valueChanged,
+            "ram_budget": self.ram_budget.textChanged,
+        }
+        for setting, changed in changes.items():
+            changed.connect(functools.partial(self._field_changed, setting))
+            if setting != "script":  # the script's folder, the default, follows the script
+                changed.connect(self._count_changed)
+        self.hooks.toggled.connect(self._count_changed)
+        self._count_changed()
 
     @staticmethod
     def _with_button(field: QWidget, action: object) -> QWidget:
@@ -128,6 +200,61 @@ class RunSetupPanel(QWidget):
         button.clicked.connect(action)
         box.addWidget(button)
         return row
+
+    # -- the More panel ---------------------------------------------------------------------
+
+    def set_more_shown(self, shown: bool) -> None:
+        """Open or close the panel of the settings beyond script and arguments."""
+        if self.more.isHidden() == shown:
+            self.more.setVisible(shown)
+            self.moreShown.emit(shown)
+        self.more_button.setChecked(shown)
+        self.more_button.setArrowType(Qt.ArrowType.UpArrow if shown else Qt.ArrowType.DownArrow)
+
+    def changed_settings(self) -> list[str]:
+        """The names of the More panel's settings that differ from their defaults."""
+        changed = []
+        cwd = self.cwd.text().strip()
+        if cwd and not _same_folder(cwd, self._default_cwd()):
+            changed.append("working dir")
+        if self.python.currentText().strip() not in ("", default_python()):
+            changed.append("Python")
+        if self.env.toPlainText().strip():
+            changed.append("environment")
+        if self.interval.value() != DEFAULT_INTERVAL_MS:
+            changed.append("sample interval")
+        if self.ram_budget.text().strip():
+            changed.append("RAM budget")
+        if not self.hooks.isChecked():
+            changed.append("PyTorch instrumentation off")
+        return changed
+
+    def reset_more(self) -> None:
+        """The More panel's settings back to their defaults."""
+        target = self.script.text().strip()
+        self.cwd.setText(self._default_cwd() if target else "")
+        self.python.setCurrentText(default_python())
+        self.env.setPlainText("")
+        self.interval.setValue(DEFAULT_INTERVAL_MS)
+        self.ram_budget.setText("")
+        self.hooks.setChecked(True)
+
+    def _default_cwd(self) -> str:
+        """Where a run starts when nobody says otherwise: the script's folder."""
+        target = self.script.text().strip()
+        if not target or target.startswith("-m "):
+            return os.getcwd()
+        return str(Path(target).resolve().parent)
+
+    def _count_changed(self) -> None:
+        changed = self.changed_settings()
+        self.more_button.setText(f"More ({len(changed)} changed)" if changed else "More")
+        summary = f"Changed from the defaults: {', '.join(changed)}." if changed else ""
+        self.more_button.setToolTip(
+            "Working dir, Python, environment, sample interval, RAM budget, PyTorch "
+            f"instrumentation. {summary}".strip()
+        )
+        self.defaults_button.setEnabled(bool(changed))
 
     # -- fields <-> spec ----------------------------------------------------------------------
 
@@ -145,7 +272,7 @@ class RunSetupPanel(QWidget):
         self.interval.setValue(setup.interval_ms)
         self.hooks.setChecked(setup.hooks)
         self.ram_budget.setText(setup.ram_budget)
-        self.problems.clear()
+        self.show_problems([])
 
     def setup(self) -> ScriptSetup:
         return ScriptSetup(
@@ -212,21 +339,29 @@ class RunSetupPanel(QWidget):
         return None if any(p.blocking for p in problems) else spec
 
     def show_problems(self, problems: list[Problem]) -> None:
-        self.problems.setText("\n".join(p.message for p in problems))
-        fields: dict[Setting, QWidget] = {
-            "script": self.script,
-            "cwd": self.cwd,
-            "python": self.python,
-            "args": self.args,
-            "env": self.env,
-            "interval": self.interval,
-            "ram_budget": self.ram_budget,
-        }
-        for name, widget in fields.items():
-            bad = any(p.setting == name for p in problems)
-            widget.setStyleSheet(f"border: 1px solid {SEVERITY_COLORS['critical']};" if bad else "")
+        """Each problem under the run bar, its field outlined and the first one focused; a
+        problem in a field of the More panel opens the panel, so the field is in sight."""
+        self._outline(problems)
+        fields = self.fields
+        if any(self.more.isAncestorOf(fields[p.setting]) for p in problems if p.setting in fields):
+            self.set_more_shown(True)
         if problems:
             fields.get(problems[0].setting, self.script).setFocus()
+
+    def _outline(self, problems: list[Problem]) -> None:
+        self._problems = problems
+        self.problems.setText("\n".join(p.message for p in problems))
+        self.problems.setVisible(bool(problems))
+        for name, widget in self.fields.items():
+            bad = any(p.setting == name for p in problems)
+            widget.setStyleSheet(f"border: 1px solid {SEVERITY_COLORS['critical']};" if bad else "")
+
+    def _field_changed(self, setting: Setting, *_value: object) -> None:
+        """A field the user changes is no longer known to be wrong: its problem goes (the
+        next Run checks it again)."""
+        remaining = [p for p in self._problems if p.setting != setting]
+        if len(remaining) != len(self._problems):
+            self._outline(remaining)
 
     def set_running(self, running: bool) -> None:
         self.run_button.setEnabled(not running)
@@ -254,3 +389,10 @@ class RunSetupPanel(QWidget):
         if path:
             self.add_python(path)
             self.python.setCurrentText(path)
+
+
+def _same_folder(a: str, b: str) -> bool:
+    try:
+        return Path(a).resolve() == Path(b).resolve()
+    except (OSError, ValueError):  # a name too long for the system, or with a NUL
+        return a == b

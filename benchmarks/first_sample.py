@@ -71,8 +71,8 @@ def main() -> int:
             time.sleep(0.001)
         window.timeline.graphics.repaint()  # the frame that shows it
         latencies.append(time.perf_counter() - t0)
-        while window.controller is not None and (
-            window.controller.running or window.timer.isActive()
+        while window.session.controller is not None and (
+            window.session.controller.running or window.session.timer.isActive()
         ):
             app.processEvents()
             time.sleep(0.005)

@@ -78,14 +78,14 @@ def main() -> int:
     window.setup_panel.args.setText(f"{args.seconds:g}")
     window.setup_panel.interval.setValue(args.interval_ms)
     window.start_run()
-    assert window.controller is not None, window.setup_panel.problems.text()
+    assert window.session.controller is not None, window.setup_panel.problems.text()
     print(f"recording {args.seconds:g} s at {args.interval_ms:g} ms ...", flush=True)
-    while window.controller.running or window.timer.isActive():
+    while window.session.controller.running or window.session.timer.isActive():
         app.processEvents()
         time.sleep(0.002)
     type(view).paintEvent = original_paint
 
-    ticks = window.frame_ms
+    ticks = window.session.frame_ms
     # Each timer tick that brings data schedules one paint, so ticks and paints alternate;
     # a frame is a tick plus the paint after it (the last tick may have no paint yet).
     frames = [t + p for t, p in zip(ticks, paint_ms, strict=False)]

@@ -36,6 +36,6 @@ def window(
     win.resize(1200, 800)
     win.show()
     yield win
-    if win.controller is not None and win.controller.running:
-        win.controller.kill()
-        assert win.controller.wait(20)
+    if win.session.controller is not None and win.session.controller.running:
+        win.session.controller.kill()
+        assert win.session.controller.wait(20)

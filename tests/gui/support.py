@@ -28,7 +28,7 @@ def run_to_end(
     window.setup_panel.env.setPlainText(env)
     window.setup_panel.ram_budget.setText(ram_budget)
     window.start_run()
-    assert window.controller is not None, window.setup_panel.problems.text()
+    assert window.session.controller is not None, window.setup_panel.problems.text()
     wait_until_settled(qtbot, window)
 
 
@@ -36,8 +36,8 @@ def wait_until_settled(qtbot, window: MainWindow) -> None:
     """Until the run has ended, the window has drawn its end and the findings are final."""
     qtbot.waitUntil(
         lambda: (
-            not window.controller.running
-            and not window.timer.isActive()
+            not window.session.controller.running
+            and not window.session.timer.isActive()
             and not window.diagnosis.busy
         ),
         timeout=RUN_TIMEOUT_MS,

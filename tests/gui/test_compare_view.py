@@ -61,15 +61,15 @@ def test_a_rerun_of_the_same_script_offers_the_previous_run_in_one_click(
         "import torch\nkept = []\nfor i in range(40):\n    kept.append(torch.ones(256, 1024))\n"
     )
     run_to_end(qtbot, window, script)
-    assert window.compare_previous_button.isHidden()  # nothing before the first run
+    assert window.status.compare_previous_button.isHidden()  # nothing before the first run
     script.write_text("import torch\nfor i in range(40):\n    x = torch.ones(256, 1024)\n")
     run_to_end(qtbot, window, script)
-    assert not window.compare_previous_button.isHidden()
+    assert not window.status.compare_previous_button.isHidden()
     assert window.compare_previous_action.isEnabled()
-    window.compare_previous_button.click()
+    window.status.compare_previous_button.click()
     assert window.compare.comparison is not None
     assert window.compare.comparison.same_script
-    assert window.compare_previous_button.isHidden()
+    assert window.status.compare_previous_button.isHidden()
 
 
 def test_a_profile_dropped_with_shift_is_compared_not_opened(

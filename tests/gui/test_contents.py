@@ -208,7 +208,7 @@ def test_censuses_appear_while_the_run_goes_on(qtbot, window: MainWindow, tmp_pa
     window.contents_dock.raise_()
     window.start_run()
     qtbot.waitUntil(lambda: window.contents.census.count() >= 2, timeout=RUN_TIMEOUT_MS)
-    assert window.controller is not None and window.controller.running
+    assert window.session.controller is not None and window.session.controller.running
     assert any("`kept` (list" in text for text in column(window.contents, "Holder"))
     assert window.timeline.event_lane.time_marks  # the latest census, marked as it arrives
     window.stop_run()

@@ -94,7 +94,7 @@ def test_findings_appear_while_the_run_is_still_going(
     window.open_script(str(script))
     window.start_run()
     qtbot.waitUntil(lambda: window.findings.list.count() == 1, timeout=30_000)
-    assert window.controller is not None and window.controller.running
+    assert window.session.controller is not None and window.session.controller.running
     assert not window.findings.final and "run in progress" in window.findings.header.text()
     window.stop_run()
     qtbot.waitUntil(lambda: window.findings.final, timeout=30_000)

@@ -43,13 +43,13 @@ def test_a_script_runs_through_the_window_and_everything_it_recorded_is_shown(
     assert np.array_equal(y, profile.ram["rss"].astype(float))
     console = window.console.text.toPlainText()
     assert "step 3 ['--lr', '0.1']" in console and "warning: done" in console
-    assert window.state_label.text() == "Ended: exit code 0"
+    assert window.status.state_label.text() == "Ended: exit code 0"
     assert (
-        window.error_box is None and window.controller.error is None
+        window.error_box is None and window.session.controller.error is None
     )  # the recorder exited cleanly
     assert window.save_action.isEnabled() and window.run_action.isEnabled()
     assert not window.timeline.gpu_shown  # no CUDA: the RAM plot has the room
-    assert "no GPU" in window.gpu_label.text()
+    assert "no GPU" in window.status.gpu_label.text()
 
 
 def test_the_first_sample_is_on_screen_right_after_run(
@@ -61,9 +61,9 @@ def test_the_first_sample_is_on_screen_right_after_run(
     # The window redraws straight after launching: the recorder's first sample is taken before
     # the target's interpreter runs a line.
     qtbot.waitUntil(lambda: window.timeline.curves["rss"].item.xData is not None, timeout=2_000)
-    assert window.state_label.text() == "Running" and window.stop_action.isEnabled()
+    assert window.status.state_label.text() == "Running" and window.stop_action.isEnabled()
     window.stop_run()
-    qtbot.waitUntil(lambda: not window.controller.running, timeout=RUN_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: not window.session.controller.running, timeout=RUN_TIMEOUT_MS)
 
 
 @pytest.mark.slow  # runs a script through the window (~1 s)
@@ -94,7 +94,7 @@ def test_stop_ends_the_whole_process_tree(qtbot, window: MainWindow, tmp_path: P
         now = proctree.identity(pid)
         assert now is None or now.start != before.start, f"worker {pid} survived Stop"
     assert window.profile.info.signal in (signal.SIGTERM, signal.SIGKILL)
-    assert window.state_label.text().startswith("Ended: killed by signal")
+    assert window.status.state_label.text().startswith("Ended: killed by signal")
 
 
 @pytest.mark.slow  # runs a script through the window (~1 s)
@@ -109,7 +109,8 @@ def test_a_saved_profile_reopens_looking_exactly_as_the_run_ended(
     live_x, live_y = live.xData, live.yData
     live_readout = window.timeline.readout_at(0.2)
     live_status = [
-        label.text() for label in (window.state_label, window.ram_label, window.gpu_label)
+        label.text()
+        for label in (window.status.state_label, window.status.ram_label, window.status.gpu_label)
     ]
 
     reopened = MainWindow(store)
@@ -120,7 +121,12 @@ def test_a_saved_profile_reopens_looking_exactly_as_the_run_ended(
     assert np.array_equal(x, live_x) and np.array_equal(y, live_y)
     assert reopened.timeline.readout_at(0.2) == live_readout
     assert [
-        label.text() for label in (reopened.state_label, reopened.ram_label, reopened.gpu_label)
+        label.text()
+        for label in (
+            reopened.status.state_label,
+            reopened.status.ram_label,
+            reopened.status.gpu_label,
+        )
     ] == live_status
     assert reopened.console.text.toPlainText() == "bye\n"
     assert str(saved.resolve()) in reopened.settings.recent_profiles
@@ -162,17 +168,17 @@ def test_invalid_setup_is_explained_before_anything_runs(
     window.open_script(str(script))
     window.setup_panel.python.setCurrentText("/bin/true")
     window.start_run()
-    assert window.controller is None
+    assert window.session.controller is None
     assert "is not a Python interpreter" in window.setup_panel.problems.text()
     window.setup_panel.python.setCurrentText(os.sys.executable)
     window.setup_panel.env.setPlainText("NOT A PAIR")
     window.start_run()
-    assert window.controller is None
+    assert window.session.controller is None
     assert window.setup_panel.problems.text() == "Environment line 1 is not KEY=VALUE."
     window.setup_panel.env.setPlainText("")
     window.setup_panel.ram_budget.setText("lots")
     window.start_run()
-    assert window.controller is None
+    assert window.session.controller is None
     assert window.setup_panel.problems.text() == (
         "The RAM budget must be a size such as 6GiB or 512MiB, not 'lots'."
     )
@@ -203,7 +209,7 @@ def test_a_run_that_cannot_start_says_why(
     )  # let the bad interpreter through
     window.setup_panel.python.setCurrentText(str(tmp_path / "no-such-python"))
     window.start_run()
-    qtbot.waitUntil(lambda: not window.timer.isActive(), timeout=RUN_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: not window.session.timer.isActive(), timeout=RUN_TIMEOUT_MS)
     assert window.error_box is not None
     assert window.error_box.text().startswith("cannot start")
     assert "no-such-python" in window.error_box.text()
@@ -239,3 +245,14 @@ def test_the_readout_gives_exact_values_at_a_time(
 
     assert f"main {format_bytes(int(ram['rss'][i]))}" in text
     assert text.startswith(f"t = {ram.t[i]:.3f} s")
+
+
+def test_a_script_named_relative_to_where_memsight_started_can_run(
+    window: MainWindow, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_script(tmp_path / "examples", "train.py", "pass\n")
+    monkeypatch.chdir(tmp_path)
+    window.open_path("examples/train.py")  # `memsight examples/train.py`, run from tmp_path
+    spec = window.setup_panel.validate()
+    assert spec is not None, window.setup_panel.problems.text()
+    assert Path(spec.cwd, spec.target) == tmp_path / "examples" / "train.py"

@@ -57,7 +57,7 @@ def test_one_time_format_per_view(qtbot) -> None:  # type: ignore[no-untyped-def
     assert axis.tickStrings([0.5], 1, 0.5) == ["0.5 s"]
 
 
-def test_ctrl_o_opens_a_script_into_the_run_panel(  # type: ignore[no-untyped-def]
+def test_ctrl_o_opens_a_script_into_the_run_bar(  # type: ignore[no-untyped-def]
     window, tmp_path, monkeypatch
 ) -> None:
     from app import mainwindow

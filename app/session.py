@@ -1,0 +1,134 @@
+"""One recording at a time, from Run to its end, for the views to follow.
+
+The window asks a RunSession to start a run; the session owns the RunController, polls it on a
+timer and tells whoever listens what happened: a run started, new samples were decoded into
+its profile, it ended, it failed. While the run goes on it asks for findings at a steady pace,
+never per frame. The session draws nothing itself.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from app.controller import RunController
+from app.findings import BackgroundDiagnosis
+from profiler.launch.spec import RunSpec
+from profiler.profile.model import Profile
+
+DIAGNOSE_EVERY_S = 2.0  # findings follow a live run at this pace, not every frame
+REFRESH_MS = 33  # ≤ 30 Hz: the model is redrawn on this timer, never per sample
+
+
+class RunSession(QObject):
+    """Starts runs, polls the one running and reports on it by signal.
+
+    Signals, all in the GUI thread:
+    started(profile, path): a run began recording into `profile`, saved at `path`.
+    refreshed(): new samples were decoded into the profile since the last signal.
+    ticked(): one timer tick is done (the elapsed time moved on), new samples or not.
+    finished(status): the run ended with this ExitStatus; its profile is complete.
+    failed(title, message): the run could not start, or its recording failed.
+    """
+
+    started = Signal(object, object)
+    refreshed = Signal()
+    ticked = Signal()
+    finished = Signal(object)
+    failed = Signal(str, str)
+
+    def __init__(self, diagnosis: BackgroundDiagnosis, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.diagnosis = diagnosis
+        self.controller: RunController | None = None
+        self.frame_ms: list[float] = []  # how long each tick took, its views' redraws included
+        self._started_at = 0.0
+        self._diagnosed_at = 0.0
+        self.timer = QTimer(self)
+        self.timer.setInterval(REFRESH_MS)
+        self.timer.timeout.connect(self._tick)
+
+    @property
+    def running(self) -> bool:
+        return self.controller is not None and self.controller.running
+
+    @property
+    def stopping(self) -> bool:
+        return self.running and self.controller is not None and self.controller.stopping
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds since the run started."""
+        return time.monotonic() - self._started_at
+
+    @property
+    def profile(self) -> Profile | None:
+        return self.controller.profile if self.controller is not None else None
+
+    def start(self, spec: RunSpec, out: Path) -> bool:
+        """Start recording `spec` into `out`; False (after `failed`) when it cannot start."""
+        if self.running:
+            return False
+        controller = RunController(spec, out)
+        try:
+            controller.start()
+        except OSError as exc:
+            self.failed.emit("Cannot start the run", f"{spec.python}: {exc.strerror or exc}")
+            return False
+        self.controller = controller
+        self._started_at = time.monotonic()
+        self._diagnosed_at = self._started_at
+        self.started.emit(controller.profile, out)
+        self.timer.start()
+        self._tick()  # the recorder's first sample is on screen straight away
+        return True
+
+    def stop(self) -> None:
+        """End the run's whole process tree (it is reported as finished once it has ended)."""
+        if self.controller is not None and self.controller.running:
+            self.controller.stop()
+            self.ticked.emit()
+
+    def kill(self) -> None:
+        """End the run at once (the window is closing)."""
+        if self.controller is not None and self.controller.running:
+            self.controller.kill()
+
+    def send_input(self, text: str) -> None:
+        if self.controller is not None and self.controller.running:
+            self.controller.send_input(text)
+
+    def close_input(self) -> None:
+        if self.controller is not None and self.controller.running:
+            self.controller.close_input()
+
+    def forget(self) -> None:
+        """Let go of a run that has ended (another profile is shown now)."""
+        if not self.running:
+            self.controller = None
+
+    def _tick(self) -> None:
+        controller = self.controller
+        if controller is None:
+            self.timer.stop()
+            return
+        started = time.perf_counter()
+        result = controller.poll()
+        if result.frames:
+            self.refreshed.emit()
+        if result.finished is not None:
+            self.timer.stop()
+            self.finished.emit(result.finished)
+            if controller.error:
+                self.failed.emit("The recording failed", controller.error)
+            self._diagnose(controller.profile, final=True)
+        elif time.monotonic() - self._diagnosed_at >= DIAGNOSE_EVERY_S and not self.diagnosis.busy:
+            self._diagnose(controller.profile, final=False)
+        self.ticked.emit()
+        self.frame_ms.append((time.perf_counter() - started) * 1000)
+
+    def _diagnose(self, profile: Profile, final: bool) -> None:
+        self._diagnosed_at = time.monotonic()
+        self.diagnosis.request(profile, final)

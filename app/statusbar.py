@@ -1,0 +1,136 @@
+"""The status bar: the state of the run shown, how long it ran, its RAM and VRAM with their
+running peaks, how fast samples come in, and the offer to compare with the previous run."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from PySide6.QtCore import QEvent, QSize, Qt
+from PySide6.QtGui import QHelpEvent, QPainter, QPaintEvent
+from PySide6.QtWidgets import QLabel, QPushButton, QStatusBar, QToolTip, QWidget
+
+from app.plaintext import tooltip
+from profiler.profile.model import Profile
+from profiler.units import format_bytes, format_duration
+
+RATE_EVERY_S = 1.0  # samples/s is counted over this long, so the figure does not flicker
+
+
+class StatusField(QLabel):
+    """One figure in the status bar, which gives up width before the window does: squeezed,
+    it ends in an ellipsis and shows the whole text as its tooltip. A label's minimum width is
+    its whole text, so five of them (longer during a run) would set the window's."""
+
+    def __init__(self, text: str = "") -> None:
+        super().__init__(text)
+        self.setTextFormat(Qt.TextFormat.PlainText)
+
+    def minimumSizeHint(self) -> QSize:
+        whole = super().minimumSizeHint()
+        return QSize(min(whole.width(), self.fontMetrics().horizontalAdvance("M…")), whole.height())
+
+    def shown_text(self) -> str:
+        """The text as it fits the label's width now."""
+        return self.fontMetrics().elidedText(
+            self.text(), Qt.TextElideMode.ElideRight, self.contentsRect().width()
+        )
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        painter = QPainter(self)
+        self.style().drawItemText(
+            painter,
+            self.contentsRect(),
+            int(self.alignment()),
+            self.palette(),
+            self.isEnabled(),
+            self.shown_text(),
+            self.foregroundRole(),
+        )
+
+    def event(self, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.ToolTip and self.shown_text() != self.text():
+            assert isinstance(event, QHelpEvent)
+            QToolTip.showText(event.globalPos(), tooltip(self.text()), self)
+            return True
+        return super().event(event)
+
+
+class RunStatusBar(QStatusBar):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.state_label = StatusField("Ready")
+        self.elapsed_label = StatusField()
+        self.ram_label = StatusField()
+        self.gpu_label = StatusField()
+        self.rate_label = StatusField()
+        for label in (
+            self.state_label,
+            self.elapsed_label,
+            self.ram_label,
+            self.gpu_label,
+            self.rate_label,
+        ):
+            self.addPermanentWidget(label)
+        # Offered once a re-run of the same script ends: one click shows what the change did.
+        self.compare_previous_button = QPushButton("Compare with previous run")
+        self.compare_previous_button.setFlat(True)
+        self.compare_previous_button.hide()
+        self.addWidget(self.compare_previous_button)
+        # column name -> (profile, rows seen, maximum so far)
+        self._peaks: dict[str, tuple[Profile | None, int, int]] = {}
+        # (profile, time, samples) when the rate was last counted
+        self._rate: tuple[Profile | None, float, int] = (None, 0.0, 0)
+
+    def show_stopping(self) -> None:
+        self.state_label.setText("Stopping…")
+
+    def show_status(
+        self, profile: Profile, running: bool, stopping: bool = False, elapsed: float = 0.0
+    ) -> None:
+        """The figures of `profile`; `elapsed` is the time since a running one started."""
+        if running:
+            self.state_label.setText("Stopping…" if stopping else "Running")
+        else:
+            self.state_label.setText(f"Ended: {profile.info.ended_by}")
+            elapsed = profile.duration
+        self.elapsed_label.setText(format_duration(elapsed))
+        ram = profile.ram
+        if ram is not None and len(ram):
+            self.ram_label.setText(
+                f"RAM {format_bytes(int(ram['rss'][-1]))} · "
+                f"peak {format_bytes(self._peak(profile, 'ram', ram['rss_peak']))}"
+            )
+        gpu = profile.gpu
+        if gpu is not None:
+            self.gpu_label.setText(
+                f"VRAM {format_bytes(int(gpu['allocated'][-1]))} · "
+                f"peak {format_bytes(self._peak(profile, 'gpu', gpu['allocated_peak']))}"
+            )
+        else:
+            self.gpu_label.setText("no GPU")
+        self._show_rate(profile, running)
+
+    def _show_rate(self, profile: Profile, running: bool) -> None:
+        count = profile.sample_count
+        if not running:
+            self.rate_label.setText(f"{count:,} samples")
+            return
+        counted, since, then = self._rate
+        now = time.monotonic()
+        if counted is not profile:  # a new run: counted from its first update on
+            self._rate = (profile, now, count)
+            self.rate_label.setText("")
+        elif now - since >= RATE_EVERY_S:
+            self.rate_label.setText(f"{(count - then) / (now - since):.0f} samples/s")
+            self._rate = (profile, now, count)
+
+    def _peak(self, profile: Profile, name: str, values: np.ndarray) -> int:
+        """Running maximum of a growing column: each update looks only at the new rows."""
+        seen, rows, peak = self._peaks.get(name, (None, 0, 0))
+        if seen is not profile or rows > len(values):
+            rows, peak = 0, 0
+        if len(values) > rows:
+            peak = max(peak, int(values[rows:].max()))
+        self._peaks[name] = (profile, len(values), peak)
+        return peak
