@@ -15,11 +15,11 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from app.controller import RunController
 from app.findings import BackgroundDiagnosis
+from app.pace import FASTEST_MS, RefreshPace
 from profiler.launch.spec import RunSpec
 from profiler.profile.model import Profile
 
 DIAGNOSE_EVERY_S = 2.0  # findings follow a live run at this pace, not every frame
-REFRESH_MS = 33  # ≤ 30 Hz: the model is redrawn on this timer, never per sample
 
 
 class RunSession(QObject):
@@ -46,8 +46,11 @@ class RunSession(QObject):
         self.frame_ms: list[float] = []  # how long each tick took, its views' redraws included
         self._started_at = 0.0
         self._diagnosed_at = 0.0
+        # The model is redrawn on this timer, never per sample, at the pace the CPU budget
+        # allows (app/pace.py).
+        self.pace = RefreshPace()
         self.timer = QTimer(self)
-        self.timer.setInterval(REFRESH_MS)
+        self.timer.setInterval(FASTEST_MS)
         self.timer.timeout.connect(self._tick)
 
     @property
@@ -81,7 +84,8 @@ class RunSession(QObject):
         self._started_at = time.monotonic()
         self._diagnosed_at = self._started_at
         self.started.emit(controller.profile, out)
-        self.timer.start()
+        self.pace.restart()
+        self.timer.start(self.pace.interval_ms)
         self._tick()  # the recorder's first sample is on screen straight away
         return True
 
@@ -128,6 +132,10 @@ class RunSession(QObject):
             self._diagnose(controller.profile, final=False)
         self.ticked.emit()
         self.frame_ms.append((time.perf_counter() - started) * 1000)
+        if self.timer.isActive():
+            interval = self.pace.tick()
+            if interval != self.timer.interval():
+                self.timer.setInterval(interval)
 
     def _diagnose(self, profile: Profile, final: bool) -> None:
         self._diagnosed_at = time.monotonic()

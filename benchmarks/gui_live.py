@@ -1,16 +1,21 @@
 """gui_live: a run sampled at 1 kHz shown live in the window, with every frame timed.
 
-Target (docs/architecture.md, issue 4): 1 kHz sampling for 10 minutes with the GUI redrawing smoothly,
-every frame within 33 ms. A frame is the window's timer tick (draining the recorder's queue
-into the model, refreshing the views) plus the paint it causes; both are timed in the GUI
-thread. The target script allocates and frees memory in a sawtooth so the curves change
-all the time.
+Targets (docs/architecture.md): 1 kHz sampling for 10 minutes with the GUI redrawing
+smoothly, every frame within 33 ms; and a live view that leaves the machine to the script it
+watches: the app's own CPU time at most 10 % of one core at the default 10 ms interval, 25 %
+at 1 ms. A frame is the window's timer tick (draining the recorder's queue into the model,
+refreshing the views) plus the paint it causes; both are timed in the GUI thread. The app's
+CPU time is its whole process' (every thread: the GUI, the frame reader, live diagnosis)
+from Run to the run's end, over that wall time; the recording process, a child, is reported
+beside it and not counted. The target script allocates and frees memory in a sawtooth so the
+curves change all the time.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -23,6 +28,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks._common import percentile, print_table, verdict, write_result
 
 FRAME_TARGET_MS = 1000 / 30
+
+
+def cpu_target_percent(interval_ms: float) -> float:
+    """The app's CPU budget, in % of one core: more samples to draw buy a little more."""
+    return 10.0 if interval_ms >= 10 else 25.0
+
+
+def cpu_seconds(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
 SAWTOOTH = """
 import sys, time
 end = time.monotonic() + float(sys.argv[1])
@@ -41,18 +58,21 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--seconds", type=float, default=600.0, help="length of the run (default 600)")
     p.add_argument("--interval-ms", type=float, default=1.0, help="sampling interval (default 1)")
     p.add_argument("--size", default="1600x1000", help="window size (default 1600x1000)")
+    p.add_argument(
+        "--cprofile", metavar="PATH", help="write the GUI thread's cProfile stats here (slower)"
+    )
     return p.parse_args()
 
 
 def main() -> int:
     args = parse_args()
-    from PySide6.QtCore import QSettings
+    from PySide6.QtCore import QEventLoop, QSettings, QTimer
     from PySide6.QtWidgets import QApplication
 
     import app.mainwindow as mainwindow
     from app.mainwindow import MainWindow
 
-    app = QApplication.instance() or QApplication([])
+    _qt_app = QApplication.instance() or QApplication([])  # held: the window needs it alive
     work = Path(tempfile.mkdtemp(prefix="memsight-gui-live-"))
     mainwindow.recordings_dir = lambda: work  # keep the benchmark's recording out of the user's
     script = work / "sawtooth.py"
@@ -77,12 +97,26 @@ def main() -> int:
     window.open_script(str(script))
     window.setup_panel.args.setText(f"{args.seconds:g}")
     window.setup_panel.interval.setValue(args.interval_ms)
+    cpu_before, wall_before = cpu_seconds(resource.RUSAGE_SELF), time.monotonic()
     window.start_run()
     assert window.session.controller is not None, window.setup_panel.problems.text()
     print(f"recording {args.seconds:g} s at {args.interval_ms:g} ms ...", flush=True)
-    while window.session.controller.running or window.session.timer.isActive():
-        app.processEvents()
-        time.sleep(0.002)
+    # The app's own event loop, as a user's: a polling loop here would be CPU time of its own.
+    loop = QEventLoop()
+    window.session.finished.connect(lambda _status: QTimer.singleShot(0, loop.quit))
+    if args.cprofile:
+        import cProfile
+
+        profiler_ = cProfile.Profile()
+        profiler_.enable()
+    loop.exec()
+    if args.cprofile:
+        profiler_.disable()
+        profiler_.dump_stats(args.cprofile)
+    wall = time.monotonic() - wall_before
+    app_cpu = 100 * (cpu_seconds(resource.RUSAGE_SELF) - cpu_before) / wall
+    recorder_cpu = 100 * cpu_seconds(resource.RUSAGE_CHILDREN) / wall  # reaped: all its time
+    cpu_target = cpu_target_percent(args.interval_ms)
     type(view).paintEvent = original_paint
 
     ticks = window.session.frame_ms
@@ -103,22 +137,30 @@ def main() -> int:
                 f"{1000 / args.interval_ms:.0f}/s",
             ],
             ["frames (tick + paint)", f"{len(frames):,}", ""],
+            [
+                "live refreshes",
+                f"{len(frames) / max(duration, 1e-9):.1f}/s",
+                "(the pace the CPU budget allows)",
+            ],
             ["frame, median", f"{statistics.median(frames):.1f} ms", ""],
             ["frame, p99", f"{p99:.1f} ms", ""],
             ["frame, worst", f"{worst:.1f} ms", f"≤ {FRAME_TARGET_MS:.1f} ms"],
+            ["app CPU (% of one core)", f"{app_cpu:.1f} %", f"≤ {cpu_target:g} %"],
+            ["recording process CPU", f"{recorder_cpu:.1f} %", "(information)"],
         ],
         title="gui_live",
     )
-    passed = worst <= FRAME_TARGET_MS
+    passed = worst <= FRAME_TARGET_MS and app_cpu <= cpu_target
     line = verdict(
         "gui_live",
         passed,
-        f"worst frame {worst:.1f} ms, p99 {p99:.1f} ms over {len(frames):,} frames (≤ 33.3)",
+        f"worst frame {worst:.1f} ms, p99 {p99:.1f} ms over {len(frames):,} frames (≤ 33.3);"
+        f" app CPU {app_cpu:.1f} % of a core (≤ {cpu_target:g})",
     )
     write_result(
         "gui_live",
         {
-            "target": {"frame_ms_max": FRAME_TARGET_MS},
+            "target": {"frame_ms_max": FRAME_TARGET_MS, "app_cpu_percent": cpu_target},
             "passed": passed,
             "verdict": line,
             "seconds": args.seconds,
@@ -130,6 +172,8 @@ def main() -> int:
             "frame_ms_max": worst,
             "tick_ms_max": max(ticks),
             "paint_ms_max": max(paint_ms) if paint_ms else None,
+            "app_cpu_percent": app_cpu,
+            "recorder_cpu_percent": recorder_cpu,
         },
     )
     return 0 if passed else 1
