@@ -1,11 +1,13 @@
 """Helpers for the window tests: run a script through the window and wait for it to settle,
-and the scripts more than one test runs."""
+show a timeline on screen, and the scripts more than one test runs."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from app.mainwindow import MainWindow
+from app.timeline import TimelineView
+from profiler.profile.model import Profile
 
 RUN_TIMEOUT_MS = 60_000
 
@@ -42,3 +44,14 @@ def wait_until_settled(qtbot, window: MainWindow) -> None:
         ),
         timeout=RUN_TIMEOUT_MS,
     )
+
+
+def shown_timeline(qtbot, profile: Profile, width: int, height: int) -> TimelineView:  # type: ignore[no-untyped-def]
+    """A TimelineView of `profile` on screen at this size, laid out and exposed."""
+    view = TimelineView()
+    qtbot.addWidget(view)
+    view.resize(width, height)
+    view.show()
+    qtbot.waitExposed(view)
+    view.set_profile(profile)
+    return view

@@ -16,6 +16,7 @@ from app.mainwindow import MainWindow
 from app.timeline import TimelineView
 from profiler.profile.model import Event, Profile
 from tests.factories import MiB, job, oom_event, profile, ram
+from tests.gui.support import shown_timeline
 
 END = 5.0
 
@@ -113,24 +114,16 @@ def test_a_census_mark_and_the_errors_labels_keep_apart(  # type: ignore[no-unty
 
 
 def test_labels_off_the_view_are_not_drawn(qtbot) -> None:  # type: ignore[no-untyped-def]
-    view = TimelineView()
-    qtbot.addWidget(view)
-    view.resize(900, 500)
-    view.show()
-    qtbot.waitExposed(view)
-    view.set_profile(out_of_memory_run())
+    view = shown_timeline(qtbot, out_of_memory_run(), 900, 500)
     view.lane.setXRange(1.0, 2.0, padding=0)
     settle(view)
     assert drawn_labels(view) == []
 
 
 def test_the_oom_marks_tooltip_says_what_happened_once(qtbot) -> None:  # type: ignore[no-untyped-def]
-    view = TimelineView()
-    qtbot.addWidget(view)
-    view.resize(900, 500)
-    view.show()
-    qtbot.waitExposed(view)
-    view.set_profile(out_of_memory_run())  # the whole run: its two sightings under one mark
+    view = shown_timeline(
+        qtbot, out_of_memory_run(), 900, 500
+    )  # the whole run: its two sightings under one mark
     QApplication.processEvents()
     oom = next(spot for spot in view.marks.points() if str(spot.data()).startswith("OOM"))
     box = view.lane.getViewBox()
@@ -159,12 +152,7 @@ def test_labels_with_no_room_apart_are_joined_into_one(qtbot) -> None:  # type: 
     for rank in range(6):
         oom = oom_event("gpu", t=END - 0.01 + rank * 0.001)
         ranks.append(profile(ram(END, 300 * MiB), events=[oom]))
-    view = TimelineView()
-    qtbot.addWidget(view)
-    view.resize(700, 200)
-    view.show()
-    qtbot.waitExposed(view)
-    view.set_profile(job(*ranks))
+    view = shown_timeline(qtbot, job(*ranks), 700, 200)
     settle(view)
     shown = assert_readable(view)
     assert any(" · " in text for text in shown), shown
@@ -172,12 +160,7 @@ def test_labels_with_no_room_apart_are_joined_into_one(qtbot) -> None:  # type: 
 
 
 def test_labels_stay_readable_on_a_dark_palette(qtbot) -> None:  # type: ignore[no-untyped-def]
-    view = TimelineView()
-    qtbot.addWidget(view)
-    view.resize(900, 500)
-    view.show()
-    qtbot.waitExposed(view)
-    view.set_profile(out_of_memory_run())
+    view = shown_timeline(qtbot, out_of_memory_run(), 900, 500)
     dark = QPalette()
     dark.setColor(QPalette.ColorRole.Base, QColor("#1e1e1e"))
     dark.setColor(QPalette.ColorRole.Text, QColor("#dddddd"))

@@ -15,6 +15,7 @@ from app.mainwindow import MainWindow
 from app.timeline import TimelineView
 from profiler.profile.model import Profile
 from tests.factories import GiB, MiB, job, profile, ram, table
+from tests.gui.support import shown_timeline
 
 WINDOW_SIZES = [(1600, 1000), (900, 600)]
 
@@ -70,12 +71,7 @@ def test_a_legend_never_covers_its_plots_data(  # type: ignore[no-untyped-def]
 
 
 def test_clicking_an_entrys_name_hides_its_curve_and_greys_the_name(qtbot) -> None:  # type: ignore[no-untyped-def]
-    view = TimelineView()
-    qtbot.addWidget(view)
-    view.resize(1000, 600)
-    view.show()
-    qtbot.waitExposed(view)
-    view.set_profile(cuda_run())
+    view = shown_timeline(qtbot, cuda_run(), 1000, 600)
     settle(view)
     sample, label = next(
         (s, lb) for s, lb in view.ram_plot.legend.items if lb.text == "Main process (RSS)"
