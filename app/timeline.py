@@ -106,7 +106,7 @@ class TimelineView(QWidget):
         self.process_choice.hide()
         self.process_choice.currentIndexChanged.connect(self._on_process_chosen)
         top = QHBoxLayout()
-        top.setContentsMargins(0, 0, 0, 0)
+        top.setContentsMargins(6, 0, 6, 0)  # the readout clear of the window's edge
         top.addWidget(self.readout, 1)
         top.addWidget(self.process_choice)
         layout = QVBoxLayout(self)
