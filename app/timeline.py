@@ -226,6 +226,8 @@ class TimelineView(QWidget):
         self.running = running
         if not running:
             self.refresh()  # only what arrived last: the curves already hold the rest
+            for curve in self._all_curves():
+                curve.clip_live(-np.inf)  # the whole run; levels thin it at the next pan or zoom
             self._levels_built = False  # built at the first pan or zoom, not in this frame
 
     def set_follow(self, follow: bool) -> None:
@@ -492,13 +494,25 @@ class TimelineView(QWidget):
         low, high = self.lane.getViewBox().viewRange()[0]
         if self.empty.isVisible():
             self.empty.setPos(QPointF((low + high) / 2, 0.5))  # keep the message centred
-        if not self.running:
-            if not self._levels_built:
-                self._build_levels()
-            low, high = self.lane.getViewBox().viewRange()[0]
-            pixels = int(self.lane.getViewBox().width()) or 1000
-            for curve in self._all_curves():
-                curve.show_range(low, high, pixels)
+        if self.running:
+            self._clip_live(low, high)
+            return
+        if not self._levels_built:
+            self._build_levels()
+        low, high = self.lane.getViewBox().viewRange()[0]
+        pixels = int(self.lane.getViewBox().width()) or 1000
+        for curve in self._all_curves():
+            curve.show_range(low, high, pixels)
+
+    def _clip_live(self, low: float, high: float) -> None:
+        """While a run goes on, hand the curves' points from one view's width before the view
+        on: a view moved back gets them at once; one that followed the run far ahead drops
+        the oldest, two views' widths at a time, so following costs no extra update a frame."""
+        span = high - low
+        wanted = low - span
+        for curve in self._all_curves():
+            if wanted < curve.live_from or wanted - curve.live_from > 2 * span:
+                curve.clip_live(wanted)
 
     def _all_curves(self) -> list[Curve]:
         others = [curve for _plot, curve in self.other_curves]
