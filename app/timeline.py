@@ -227,8 +227,9 @@ class TimelineView(QWidget):
         if not running:
             self.refresh()  # only what arrived last: the curves already hold the rest
             for curve in self._all_curves():
-                curve.clip_live(-np.inf)  # the whole run; levels thin it at the next pan or zoom
-            self._levels_built = False  # built at the first pan or zoom, not in this frame
+                curve.live_from = -np.inf  # the whole run, thinned by its levels from now on
+            self._levels_built = False
+            self._on_range_changed()  # levels built, and what is in view drawn from them
 
     def set_follow(self, follow: bool) -> None:
         if follow != self.follow:
@@ -302,6 +303,8 @@ class TimelineView(QWidget):
             for curve in self.curves.values():
                 curve.reset()
         self._sync_process_choice()
+        if self.running and self.follow:
+            self._trim_live()
         self._refresh_ram(profile)
         if self.whole_job and self.job is not None:
             self.job_curves.refresh(self.job)
@@ -495,7 +498,8 @@ class TimelineView(QWidget):
         if self.empty.isVisible():
             self.empty.setPos(QPointF((low + high) / 2, 0.5))  # keep the message centred
         if self.running:
-            self._clip_live(low, high)
+            if not self._programmatic_range:  # the user's pan or zoom; following trims itself
+                self._clip_live(low, high)
             return
         if not self._levels_built:
             self._build_levels()
@@ -504,10 +508,19 @@ class TimelineView(QWidget):
         for curve in self._all_curves():
             curve.show_range(low, high, pixels)
 
+    def _trim_live(self) -> None:
+        """Following a run: hand the curves only the points from just before the view on.
+        Set before the new rows are taken in, so the update that takes them in is the only
+        one this frame."""
+        low, high = self.lane.getViewBox().viewRange()[0]
+        start = low - 0.05 * (high - low)
+        for curve in self._all_curves():
+            curve.live_from = max(curve.live_from, start)
+
     def _clip_live(self, low: float, high: float) -> None:
-        """While a run goes on, hand the curves' points from one view's width before the view
-        on: a view moved back gets them at once; one that followed the run far ahead drops
-        the oldest, two views' widths at a time, so following costs no extra update a frame."""
+        """The user moved the view of a running run: hand the curves' points from one view's
+        width before it on, at once when it moved back, and dropping the oldest two views'
+        widths at a time when it moved ahead."""
         span = high - low
         wanted = low - span
         for curve in self._all_curves():
