@@ -53,6 +53,9 @@ HOOKS = (
 )
 HELPERS = (
     "_watch_backward",
+    "_watch",
+    "_note_call_site",
+    "_cuda_state",
     "_autocast",
     "_stack",
     "_attach_oom_observer",
@@ -72,11 +75,17 @@ def parse_args() -> argparse.Namespace:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--blocks", type=int, default=10, help="blocks per mode (default 10)")
-    p.add_argument("--block-steps", type=int, default=30, help="steps per block (default 30)")
+    p.add_argument(
+        "--block-steps",
+        type=int,
+        default=None,
+        help="steps per block (default: about 0.5 s of the model's steps, at least 30)",
+    )
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
-    p.add_argument("--dim", type=int, default=64, help="model width (default 64, as overhead)")
-    p.add_argument("--layers", type=int, default=6, help="blocks in the model (default 6)")
-    p.add_argument("--batch", type=int, default=16, help="batch size (default 16)")
+    sys.path.insert(0, str(WORKLOADS))
+    from cpu_train import add_model_args
+
+    add_model_args(p)
     p.add_argument(
         "--per-hook", action="store_true", help="also time every hook and helper (a second run)"
     )
@@ -133,53 +142,54 @@ class Timers:
         self._undo.clear()
 
 
-def build(opts: argparse.Namespace) -> tuple[Callable[[], None], Any]:
-    """The overhead workload's training step, as a closure over its model and data."""
+def build(opts: argparse.Namespace) -> tuple[Callable[[], None], Callable[[], None], Any]:
+    """The workload's training step and its forward alone, as closures over model and data."""
     sys.path.insert(0, str(WORKLOADS))
     import torch
-    from cpu_train import TinyGPT
-    from torch import nn
+    from cpu_train import make_step
 
-    torch.manual_seed(0)
     torch.set_num_threads(opts.threads)
-    vocab, seq = 256, 64
-    model = TinyGPT(vocab, opts.dim, opts.layers, 4, seq)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
-    loss_fn = nn.CrossEntropyLoss()
-    corpus = torch.randint(0, vocab, (64, opts.batch, seq + 1))
+    train_step, train_forward = make_step(opts)
     counter = [0]
 
     def step() -> None:
-        chunk = corpus[counter[0] % len(corpus)]
         counter[0] += 1
-        x, y = chunk[:, :-1], chunk[:, 1:]
-        loss = loss_fn(model(x).reshape(-1, vocab), y.reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        train_step(counter[0])
 
-    return step, torch
+    def forward() -> None:
+        counter[0] += 1
+        train_forward(counter[0])
+
+    return step, forward, torch
 
 
 def run_blocks(
-    step: Callable[[], None], inst: Any, opts: argparse.Namespace, timers: Timers | None
+    call: Callable[[], None],
+    inst: Any,
+    opts: argparse.Namespace,
+    calls: int,
+    timers: Timers | None,
+    warm: int = 1,
 ) -> dict[str, list[tuple[float, float]]]:
-    """Per-step (wall ns, thread CPU ns) of each block, by mode, alternating the order."""
+    """Per-call (wall ns, thread CPU ns) of each block, by mode, alternating the order."""
     blocks: dict[str, list[tuple[float, float]]] = {"on": [], "off": []}
     for b in range(opts.blocks):
         for mode in ("on", "off") if b % 2 == 0 else ("off", "on"):
             if mode == "on":
                 inst.install()
-            step()  # untimed: on, this is where root discovery ends (at the first step)
+            # Untimed: on, this is where root discovery ends (at the first step, or after
+            # DISCOVERY_FORWARDS forwards without a step).
+            for _ in range(warm):
+                call()
             if timers is not None:
                 timers.enabled = mode == "on"
             wall, cpu = time.perf_counter_ns(), time.thread_time_ns()
-            for _ in range(opts.block_steps):
-                step()
+            for _ in range(calls):
+                call()
             wall, cpu = time.perf_counter_ns() - wall, time.thread_time_ns() - cpu
             if timers is not None:
                 timers.enabled = False
-            blocks[mode].append((wall / opts.block_steps, cpu / opts.block_steps))
+            blocks[mode].append((wall / calls, cpu / calls))
             if mode == "on":
                 inst.uninstall()
     return blocks
@@ -197,23 +207,19 @@ def summarize(blocks: dict[str, list[tuple[float, float]]]) -> dict[str, float]:
     return out
 
 
-def main() -> int:
-    opts = parse_args()
-    step, torch = build(opts)
-    agent = StandInAgent()
-    inst = instrument.Instrumentation(agent, torch)
-    for _ in range(5):  # warm-up, uninstrumented
+def block_steps(step: Callable[[], None], opts: argparse.Namespace) -> int:
+    """--block-steps, or as many steps as take about half a second (at least 30)."""
+    if opts.block_steps:
+        return int(opts.block_steps)
+    began = time.perf_counter()
+    for _ in range(5):
         step()
-    print(
-        f"workload: cpu_train.py model (dim {opts.dim}, layers {opts.layers}, batch "
-        f"{opts.batch}), {opts.threads} thread(s); {opts.blocks} blocks of "
-        f"{opts.block_steps} steps per mode, alternating",
-        flush=True,
-    )
-    blocks = run_blocks(step, inst, opts, None)
-    cost = summarize(blocks)
+    return max(30, round(0.5 / ((time.perf_counter() - began) / 5)))
+
+
+def cost_table(cost: dict[str, float], what: str) -> None:
     print_table(
-        ["per step", "uninstrumented", "instrumented", "cost", "ratio"],
+        [f"per {what}", "uninstrumented", "instrumented", "cost", "ratio"],
         [
             [
                 label,
@@ -224,7 +230,42 @@ def main() -> int:
             ]
             for label in ("wall", "cpu")
         ],
-        title="median per-step time of the blocks, microseconds (cpu: the thread's CPU time)",
+        title=f"median per-{what} time of the blocks, microseconds (cpu: the thread's CPU time)",
+    )
+
+
+def main() -> int:
+    opts = parse_args()
+    step, forward, torch = build(opts)
+    agent = StandInAgent()
+    inst = instrument.Instrumentation(agent, torch)
+    for _ in range(5):  # warm-up, uninstrumented
+        step()
+    steps = block_steps(step, opts)
+    sys.path.insert(0, str(WORKLOADS))
+    from cpu_train import shape
+
+    dims = ", ".join(f"{k} {v}" for k, v in shape(opts).items() if v)
+    print(
+        f"workload: cpu_train.py --model {opts.model} ({dims}), {opts.threads} thread(s); "
+        f"{opts.blocks} blocks of {steps} steps per mode, alternating",
+        flush=True,
+    )
+    first_id = inst._forward_ids
+    blocks = run_blocks(step, inst, opts, steps, None)
+    forwards_per_step = (inst._forward_ids - first_id) / (opts.blocks * (steps + 1))
+    cost = summarize(blocks)
+    cost_table(cost, "step")
+    # The model's forward alone (autograd on, no backward): the hooks of one outermost
+    # forward, with torch's slower call path for a hooked module and the gradient hook.
+    forward_blocks = run_blocks(forward, inst, opts, steps, None, warm=4)
+    forward_cost = summarize(forward_blocks)
+    cost_table(forward_cost, "forward")
+    print(
+        f"\n{forwards_per_step:.1f} outermost forwards per step (the model's, the loss "
+        f"module's); cost per step {cost['wall_cost_us']:.1f} us wall, "
+        f"{cost['cpu_cost_us']:.1f} us CPU; per forward {forward_cost['wall_cost_us']:.1f} us "
+        f"wall, {forward_cost['cpu_cost_us']:.1f} us CPU"
     )
     hooks: dict[str, dict[str, float]] = {}
     if opts.per_hook:
@@ -238,15 +279,15 @@ def main() -> int:
             timers.wrap(StandInAgent, attr, "agent." + attr)
         inst = instrument.Instrumentation(agent, torch)  # binds the wrapped methods
         try:
-            timed_blocks = run_blocks(step, inst, opts, timers)
+            timed_blocks = run_blocks(step, inst, opts, steps, timers)
         finally:
             timers.undo()
-        steps = opts.blocks * opts.block_steps
+        timed_steps = opts.blocks * steps
         for label, samples in timers.samples.items():
             if samples:
                 hooks[label] = {
-                    "calls_per_step": len(samples) / steps,
-                    "us_per_step": sum(samples) / steps / 1e3,
+                    "calls_per_step": len(samples) / timed_steps,
+                    "us_per_step": sum(samples) / timed_steps / 1e3,
                     "us_per_call_mean": statistics.fmean(samples) / 1e3,
                     "us_per_call_median": statistics.median(samples) / 1e3,
                 }
@@ -278,8 +319,10 @@ def main() -> int:
     write_result(
         NAME,
         {
-            "settings": vars(opts),
+            "settings": {**vars(opts), "block_steps": steps, "shape": shape(opts)},
             "per_step": cost,
+            "per_forward": forward_cost,
+            "forwards_per_step": forwards_per_step,
             "blocks_us": {
                 mode: [[w / 1e3, c / 1e3] for w, c in values] for mode, values in blocks.items()
             },

@@ -2,7 +2,12 @@
 
 Target (docs/architecture.md): at most 2 % more wall time, i.e. median(profiled / plain) <= 1.02.
 
-The workload (benchmarks/workloads/cpu_train.py) times its own training loop, so interpreter
+`--model` picks the workload's model (benchmarks/workloads/cpu_train.py): gpt (default), a
+GPT-style model with many small modules and ~40 ms steps; tiny, the same architecture cut down
+to ~1 ms steps, where memsight's fixed cost per step shows; small, an MLP of 8 x Linear(256)
+(a few ms per step). The target is the same for each.
+
+The workload times its own training loop, so interpreter
 start, `import torch` and memsight's launch and shutdown are excluded: the target is about
 the slowdown of the user's work while it is being recorded, and start-up costs a fixed
 second or so that would otherwise dominate a few-second run. Whole-process wall times are
@@ -79,6 +84,12 @@ def parse_args() -> argparse.Namespace:
         "--attempts", type=int, default=3, help="tries per pair with --max-background (default 3)"
     )
     p.add_argument(
+        "--model",
+        choices=("gpt", "small", "tiny"),
+        default="gpt",
+        help="the workload's model (default gpt; tiny: ~1 ms steps)",
+    )
+    p.add_argument(
         "--no-hooks",
         action="store_true",
         help="pass --no-hooks to memsight run: memory sampling only, no PyTorch "
@@ -94,14 +105,15 @@ def parse_args() -> argparse.Namespace:
     return p.parse_args()
 
 
-def workload_args(steps: int, threads: int) -> list[str]:
-    return ["--steps", str(steps), "--threads", str(threads)]
+def workload_args(steps: int, threads: int, model: str) -> list[str]:
+    return ["--steps", str(steps), "--threads", str(threads), "--model", model]
 
 
-def calibrate_steps(loop_seconds: float, threads: int) -> int:
+def calibrate_steps(loop_seconds: float, threads: int, model: str) -> int:
     """Steps that take about `loop_seconds` in a plain run on this machine."""
-    probe = 30
-    result = last_json_line(run_process(python_cmd(WORKLOAD, workload_args(probe, threads))).stdout)
+    probe = 300 if model == "tiny" else 30
+    args_ = workload_args(probe, threads, model)
+    result = last_json_line(run_process(python_cmd(WORKLOAD, args_)).stdout)
     step_s = float(result["loop_s"]) / probe
     return max(10, round(loop_seconds / step_s))
 
@@ -134,8 +146,8 @@ def background(pair: dict[str, Any]) -> float:
 
 def main() -> int:
     opts = parse_args()
-    steps = opts.steps or calibrate_steps(opts.loop_seconds, opts.threads)
-    args_ = workload_args(steps, opts.threads)
+    steps = opts.steps or calibrate_steps(opts.loop_seconds, opts.threads, opts.model)
+    args_ = workload_args(steps, opts.threads, opts.model)
     options = ["--no-hooks"] if opts.no_hooks else []
     if opts.census is not None:
         options += ["--census", opts.census]
@@ -219,6 +231,7 @@ def main() -> int:
                 "pairs": opts.pairs,
                 "steps": steps,
                 "threads": opts.threads,
+                "model": opts.model,
                 "interval_ms": opts.interval_ms if opts.interval_ms is not None else 10.0,
                 "memsight_options": options,
                 "max_background": opts.max_background,

@@ -1,14 +1,20 @@
-"""A small GPT-style model trained on CPU: the workload of benchmarks/overhead.py.
+"""Models trained on CPU: the workloads of benchmarks/overhead.py and hook_cost.py.
 
-Many small modules (embedding, pre-norm attention blocks, MLPs, AdamW) make each step a long
-chain of short PyTorch calls, so Python-level interference from a profiler (GIL hand-offs,
-a woken thread, a busy second core) shows up here before it would in a few large matmuls.
+`--model` picks one (the shape options override its defaults):
+
+* gpt (default): a small GPT-style model (dim 64, 6 blocks, batch 16; ~40 ms steps). Many
+  small modules (embedding, pre-norm attention blocks, MLPs, AdamW) make each step a long
+  chain of short PyTorch calls, so Python-level interference from a profiler (GIL hand-offs,
+  a woken thread, a busy second core) shows up here before it would in a few large matmuls;
+* tiny: the same architecture cut down to one block of width 16, batch 2, 16 tokens
+  (~1 ms steps): the profiler's fixed cost per step shows here as a percentage;
+* small: an MLP of 8 x Linear(256) with ReLUs, batch 64, Adam (a few ms per step).
 
 The training loop alone is timed with time.perf_counter; interpreter start, `import torch`
 and model construction are left out, so the number compares plain and profiled runs fairly.
 The last stdout line is a JSON object:
 
-    {"loop_s": ..., "steps": ..., "step_ms": ..., "loss": ..., "threads": ...}
+    {"loop_s": ..., "steps": ..., "step_ms": ..., "loss": ..., "threads": ..., "model": ...}
 
 `loss` is bit-for-bit reproducible for the same arguments and thread count, which lets the
 caller check that two runs did identical work.
@@ -19,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -59,39 +66,98 @@ class TinyGPT(nn.Module):
         return self.head(self.ln_f(x))
 
 
+# Shape of each model: batch, seq, dim, layers (seq unused by the MLP).
+MODELS: dict[str, dict[str, int]] = {
+    "gpt": {"batch": 16, "seq": 64, "dim": 64, "layers": 6},
+    "tiny": {"batch": 2, "seq": 16, "dim": 16, "layers": 1},
+    "small": {"batch": 64, "seq": 0, "dim": 256, "layers": 8},
+}
+
+
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    """--model and the shape options that override its defaults (None: the model's)."""
+    p.add_argument("--model", choices=sorted(MODELS), default="gpt", help="default gpt")
+    for name in ("batch", "seq", "dim", "layers"):
+        p.add_argument(f"--{name}", type=int, default=None, help="default: the model's")
+
+
+def shape(args: argparse.Namespace) -> dict[str, int]:
+    """The model's shape with the options given on the command line applied."""
+    return {k: getattr(args, k, None) or v for k, v in MODELS[args.model].items()}
+
+
+Step = Callable[[int], torch.Tensor]
+
+
+def make_step(args: argparse.Namespace) -> tuple[Step, Step]:
+    """The training step of args.model, as step(i) -> the loss (a detached tensor), and its
+    forward alone, as forward(i) -> the model's output (autograd on, no loss, no backward).
+
+    Seeds torch: the same arguments give the same model, batches and losses.
+    """
+    torch.manual_seed(0)
+    dims = shape(args)
+    vocab = 256
+    loss_fn = nn.CrossEntropyLoss()
+    if args.model == "small":
+        width = dims["dim"]
+        layers: list[nn.Module] = []
+        for i in range(dims["layers"]):
+            layers += [nn.Linear(width, width)] + ([nn.ReLU()] if i < dims["layers"] - 1 else [])
+        mlp = nn.Sequential(*layers)
+        opt: torch.optim.Optimizer = torch.optim.Adam(mlp.parameters(), lr=1e-3)
+        # A fixed synthetic data set, so every run sees the same batches in the same order.
+        inputs = torch.randn(16, dims["batch"], width)
+        labels = torch.randint(0, width, (16, dims["batch"]))
+
+        def step_mlp(i: int) -> torch.Tensor:
+            loss = loss_fn(mlp(inputs[i % len(inputs)]), labels[i % len(labels)])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            return loss.detach()
+
+        def forward_mlp(i: int) -> torch.Tensor:
+            return mlp(inputs[i % len(inputs)])
+
+        return step_mlp, forward_mlp
+    seq = dims["seq"]
+    model = TinyGPT(vocab, dims["dim"], dims["layers"], 4, seq)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    corpus = torch.randint(0, vocab, (64, dims["batch"], seq + 1))
+
+    def step_gpt(i: int) -> torch.Tensor:
+        chunk = corpus[i % len(corpus)]
+        x, y = chunk[:, :-1], chunk[:, 1:]
+        logits = model(x)
+        loss = loss_fn(logits.reshape(-1, vocab), y.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    def forward_gpt(i: int) -> torch.Tensor:
+        return model(corpus[i % len(corpus)][:, :-1])
+
+    return step_gpt, forward_gpt
+
+
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=200, help="timed optimizer steps (default 200)")
     p.add_argument("--warmup", type=int, default=5, help="untimed steps first (default 5)")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
-    p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--seq", type=int, default=64)
-    p.add_argument("--dim", type=int, default=64)
-    p.add_argument("--layers", type=int, default=6)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--vocab", type=int, default=256)
+    add_model_args(p)
     return p.parse_args()
 
 
 def main() -> None:
     args = parse_args()
-    torch.manual_seed(0)
     torch.set_num_threads(args.threads)
-    model = TinyGPT(args.vocab, args.dim, args.layers, args.heads, args.seq)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
-    loss_fn = nn.CrossEntropyLoss()
-    # A fixed synthetic corpus, so every run sees the same batches in the same order.
-    corpus = torch.randint(0, args.vocab, (64, args.batch, args.seq + 1))
+    train_step, _ = make_step(args)
 
     def step(i: int) -> float:
-        chunk = corpus[i % len(corpus)]
-        x, y = chunk[:, :-1], chunk[:, 1:]
-        logits = model(x)
-        loss = loss_fn(logits.reshape(-1, args.vocab), y.reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        return float(loss.detach())
+        return float(train_step(i))
 
     for i in range(args.warmup):
         step(i)
@@ -106,6 +172,7 @@ def main() -> None:
         "step_ms": 1000.0 * loop_s / max(args.steps, 1),
         "loss": loss,
         "threads": torch.get_num_threads(),
+        "model": args.model,
     }
     print(json.dumps(result), flush=True)
 

@@ -83,6 +83,13 @@ DISCOVERY_FORWARDS = 3  # root forwards without a new root before discovery ends
 REDISCOVER_NS = 10 * 1_000_000_000
 BREAKDOWN_WARMUP_STEPS = 3
 BREAKDOWN_EVERY_NS = 1_000_000_000
+# Past the warm-up, breakdowns also come further apart than BREAKDOWN_EVERY_NS when one walk
+# costs more than this share of the time between two: a model with thousands of tensors
+# (~1 ms a walk) then spends no more on it than a small one.
+BREAKDOWN_SHARE = 0.0005
+# The step row's RSS is read at most this often (-1 on steps in between): a read of
+# /proc/self/statm costs ~10 us between two steps' compute, 1 % of a 1 ms step by itself.
+RSS_EVERY_NS = 5_000_000
 # The tables of a module's forward hooks, keyed by hook id; the first two hold the callables.
 HOOK_TABLES = (
     "_forward_pre_hooks",
@@ -94,8 +101,8 @@ HOOK_TABLES = (
 _ABSENT = object()  # an attribute that a wrapper adds rather than replaces
 
 
-def _now() -> int:
-    return time.monotonic_ns()
+# The clock of every timestamp (rows, events): called several times per step, so bound once.
+_now = time.monotonic_ns
 
 
 class Instrumentation:
@@ -120,14 +127,19 @@ class Instrumentation:
         self._backward_forwards: List[int] = []
         self._zero_grad_called = False
         self._grad_refs: Dict[int, List[Tuple[Any, Any]]] = {}
-        self._breakdowns: Dict[int, Tuple[int, int]] = {}  # optimizer id -> (time, steps)
+        # optimizer id -> (when the next breakdown is due, breakdowns so far)
+        self._breakdowns: Dict[int, Tuple[int, int]] = {}
         self._datasets: "weakref.WeakKeyDictionary[Any, List[int]]" = weakref.WeakKeyDictionary()
         self._dataset_ids = 0
         self._observer_attached = False
         self._cleared = CLEARED_NONE
         self._statm: Optional[int] = None
+        self._page_size = 0  # read with the first RSS
+        self._rss_due = 0  # when the step row reads the RSS again
         compiler = getattr(torch, "compiler", None)
         self._is_compiling: Callable[[], bool] = getattr(compiler, "is_compiling", lambda: False)
+        self._grad_enabled: Callable[[], bool] = torch.is_grad_enabled
+        self._tensor_type: Any = getattr(torch, "Tensor", ())
         self._queue_callback = _engine_queue_callback(torch)
         self._backwards = 0
         # Reads the C heap between iterations (the agent's; a stand-in agent may lack it).
@@ -272,10 +284,6 @@ class Instrumentation:
         # This call's instance pre-hooks were listed before the module had ours: open it here.
         self._root_pre(module, args)
 
-    def _maybe_rediscover(self) -> None:
-        if not self._discovery and _now() >= self._next_discovery:
-            self._start_discovery()
-
     # -- forward / backward spans ---------------------------------------------------------------
 
     def _stack(self) -> List[List[Any]]:
@@ -284,16 +292,24 @@ class Instrumentation:
             stack = self._local.stack = []
         return stack
 
+    # The two root hooks run at every outermost forward: the helpers they need are inlined
+    # and the torch functions bound in __init__ (a step's compute evicts this code from the
+    # CPU's caches, so each call and attribute lookup costs several times its warm cost).
+
     def _root_pre(self, module: Any, args: Any) -> None:
         if self._is_compiling():
             return
-        stack = self._stack()
+        local = self._local
+        try:
+            stack = local.stack
+        except AttributeError:
+            stack = local.stack = []
         if len(stack) > 64:  # spans left open by KeyboardInterrupt and the like
             stack.clear()
-        if not self._observer_attached:
+        if not self._observer_attached and self._cuda_in_use():
             self._attach_oom_observer()
         self._forward_ids += 1
-        grad = bool(self.torch.is_grad_enabled())
+        grad = bool(self._grad_enabled())
         if not stack:
             self._outermost_forwards += 1
             if grad:
@@ -307,36 +323,38 @@ class Instrumentation:
     def _root_post(self, module: Any, args: Any, output: Any) -> None:
         if self._is_compiling():
             return
-        stack = self._stack()
+        stack = getattr(self._local, "stack", None)
         if not stack or stack[-1][0] is not module:
             return
         _, start, forward_id, training, grad, autocast = stack.pop()
         end = _now()
         failed = sys.exc_info()[1]  # set when the forward raised (always_call hooks)
-        watched = False
+        flags = (FLAG_TRAINING if training else 0) | (FLAG_GRAD if grad else 0)
+        if autocast is not None:
+            flags |= FLAG_AUTOCAST_CUDA if autocast == "cuda" else FLAG_AUTOCAST_CPU
         if failed is not None:
             self.observe_exception(failed, where="forward")
         elif grad:
-            watched = self._watch_backward(output, forward_id)
-        flags = (
-            (FLAG_TRAINING if training else 0)
-            | (FLAG_GRAD if grad else 0)
-            | (FLAG_REQUIRES_GRAD if watched else 0)
-            | (FLAG_AUTOCAST_CUDA if autocast == "cuda" else 0)
-            | (FLAG_AUTOCAST_CPU if autocast == "cpu" else 0)
-        )
-        module_id = self.agent.name_id(type(module).__name__)
-        self.agent.row(
-            SPAN_TABLE, (start, end, SPAN_FORWARD, forward_id, module_id, flags, len(stack))
-        )
-        if not stack:
-            self.phase = "backward" if self._backward_start is not None else None
-        if failed is None and self._discovery and not stack:
+            # The common case, one tensor out, without _first_grad_tensor's walk.
+            if isinstance(output, self._tensor_type):
+                if output.grad_fn is not None and self._watch(output, forward_id):
+                    flags |= FLAG_REQUIRES_GRAD
+            elif self._watch_backward(output, forward_id):
+                flags |= FLAG_REQUIRES_GRAD
+        agent = self.agent
+        module_id = agent.name_id(type(module).__name__)
+        agent.row(SPAN_TABLE, (start, end, SPAN_FORWARD, forward_id, module_id, flags, len(stack)))
+        if stack:
+            return
+        self.phase = "backward" if self._backward_start is not None else None
+        if failed is not None:
+            return
+        if self._discovery:
             self._quiet_forwards += 1
             if self._quiet_forwards >= DISCOVERY_FORWARDS:
                 self._stop_discovery()
-        elif failed is None and not stack:
-            self._maybe_rediscover()
+        elif end >= self._next_discovery:
+            self._start_discovery()
 
     def _note_call_site(self, module: Any) -> None:
         """Record, once per place, the line of the user's code that called an outermost module
@@ -388,6 +406,10 @@ class Instrumentation:
         tensor = _first_grad_tensor(self.torch, output)
         if tensor is None:
             return False
+        return self._watch(tensor, forward_id)
+
+    def _watch(self, tensor: Any, forward_id: int) -> bool:
+        """Mark the start of the backward through `tensor` (one that has a grad_fn)."""
         try:
             tensor.register_hook(_BackwardHook(self._backward_started, forward_id))
         except Exception:
@@ -430,7 +452,7 @@ class Instrumentation:
             return  # an optimizer wrapping another: count the outermost step only
         if self._backward_start is not None and self._queue_callback is None:
             self._backward_finished()
-        if not self._observer_attached:
+        if not self._observer_attached and self._cuda_in_use():
             self._attach_oom_observer()
         self._step_start = _now()
         self._cleared = self._cleared_how(optimizer)
@@ -448,24 +470,35 @@ class Instrumentation:
             during = self._cleared_how(optimizer)
             if during == CLEARED_ZERO_GRAD or self._cleared == CLEARED_NONE:
                 self._cleared = during
-        memory = self.memory_state()
-        cuda = memory.get("cuda")
+        rss = -1
+        if end >= self._rss_due:
+            self._rss_due = end + RSS_EVERY_NS
+            read = self._rss()
+            rss = -1 if read is None else read
+        cuda = self._cuda_state() if self._cuda_in_use() else None
         if cuda is not None:
             gpu = tuple(cuda.get(k, -1) for k in _STEP_CUDA_FIELDS)
             device = cuda.get("device", -1)
         else:
             gpu, device = _NO_CUDA, -1
-        breakdown = self._breakdown(optimizer, end)
+        # Mostly not due: the time check is made here, _breakdown is called only to measure.
+        due = self._breakdowns.get(id(optimizer))
+        breakdown = (
+            self._breakdown(optimizer, end)
+            if due is None or due[1] < BREAKDOWN_WARMUP_STEPS or end >= due[0]
+            else None
+        )
         sizes = _NOT_MEASURED if breakdown is None else _breakdown_row(breakdown)
-        self.agent.row(
+        agent = self.agent
+        agent.row(
             STEP_TABLE,
             (
                 self._step_start,
                 end,
                 self.steps,
-                self.agent.name_id(type(optimizer).__name__),
+                agent.name_id(type(optimizer).__name__),
                 self._cleared,
-                memory.get("rss", -1),
+                rss,
                 device,
                 *gpu,
                 *sizes,
@@ -476,8 +509,8 @@ class Instrumentation:
         self.phase = None
         if self._discovery:
             self._stop_discovery()
-        else:
-            self._maybe_rediscover()
+        elif end >= self._next_discovery:
+            self._start_discovery()
         if self._heap_between_iterations is not None:
             self._heap_between_iterations()
         self.censuses.at_boundary(OPTIMIZER_STEPS, self.steps)
@@ -515,15 +548,19 @@ class Instrumentation:
         self._grad_refs[id(optimizer)] = refs
 
     def _breakdown(self, optimizer: Any, now: int) -> Optional[Dict[str, Dict[str, int]]]:
-        last_time, measured = self._breakdowns.get(id(optimizer), (0, 0))
-        if measured >= BREAKDOWN_WARMUP_STEPS and now - last_time < BREAKDOWN_EVERY_NS:
+        next_at, measured = self._breakdowns.get(id(optimizer), (0, 0))
+        if measured >= BREAKDOWN_WARMUP_STEPS and now < next_at:
             return None
+        # CPU time, as heap.py paces its reads: a wake-up delay is no cost of the walk.
+        began = time.thread_time_ns()
         try:
             result = measure_breakdown(optimizer)
         except Exception as exc:
             self.agent.error("breakdown", exc)
             return None
-        self._breakdowns[id(optimizer)] = (now, measured + 1)
+        cost = time.thread_time_ns() - began
+        wait = max(BREAKDOWN_EVERY_NS, int(cost / BREAKDOWN_SHARE))
+        self._breakdowns[id(optimizer)] = (now + wait, measured + 1)
         return result
 
     # -- modes, zero_grad, epochs ---------------------------------------------------------------
@@ -787,21 +824,36 @@ class Instrumentation:
         rss = self._rss()
         if rss is not None:
             state["rss"] = rss
-        cuda = getattr(self.torch, "cuda", None)
-        if cuda is not None and cuda.is_initialized():
-            try:
-                device = int(cuda.current_device())
-                stats = self.agent.cuda_reader().read(device)
-                state["cuda"] = {"device": device, **stats}
-            except Exception as exc:
-                self.agent.error("memory_state", exc)
+        cuda = self._cuda_state()
+        if cuda is not None:
+            state["cuda"] = cuda
         return state
+
+    def _cuda_in_use(self) -> bool:
+        # Looked up each time, not bound once: torch.cuda may be replaced after install
+        # (tests and some launchers stand in their own).
+        cuda = getattr(self.torch, "cuda", None)
+        return cuda is not None and bool(cuda.is_initialized())
+
+    def _cuda_state(self) -> Optional[Dict[str, Any]]:
+        """The current device and its allocator's counters; None without CUDA in use."""
+        cuda = getattr(self.torch, "cuda", None)
+        if cuda is None or not cuda.is_initialized():
+            return None
+        try:
+            device = int(cuda.current_device())
+            stats = self.agent.cuda_reader().read(device)
+            return {"device": device, **stats}
+        except Exception as exc:
+            self.agent.error("memory_state", exc)
+            return None
 
     def _rss(self) -> Optional[int]:
         try:
             if self._statm is None:
+                self._page_size = os.sysconf("SC_PAGE_SIZE")
                 self._statm = os.open("/proc/self/statm", os.O_RDONLY)
-            return int(os.pread(self._statm, 256, 0).split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            return int(os.pread(self._statm, 256, 0).split()[1]) * self._page_size
         except (OSError, ValueError, IndexError, AttributeError):
             return None
 

@@ -14,6 +14,21 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 from ..protocol import AGENT_TABLES, TableSchema
 
+# This process's id, kept current by a fork handler: a row is queued several times per
+# training step, and os.getpid() there was a system call each time. (A fork made in C with no
+# Python handlers that goes on running Python is not seen: its rows stay in a buffer nobody
+# sends, as before the check existed.)
+_pid = os.getpid()
+
+
+def _forked() -> None:
+    global _pid
+    _pid = os.getpid()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
+
 
 class Outbox:
     def __init__(self) -> None:
@@ -26,7 +41,7 @@ class Outbox:
         self._errors: Set[str] = set()
 
     def event(self, type_: str, t: Optional[int] = None, **data: Any) -> None:
-        if self._closed or os.getpid() != self.pid:
+        if self._closed or _pid != self.pid:
             return
         data["t"] = time.monotonic_ns() if t is None else t
         data["type"] = type_
@@ -35,7 +50,7 @@ class Outbox:
 
     def row(self, schema: TableSchema, values: Tuple[int, ...]) -> None:
         """Queue one row of an agent table (cheaper than an event at high rates)."""
-        if self._closed or os.getpid() != self.pid:
+        if self._closed or _pid != self.pid:
             return
         packed = schema.row.pack(*values)
         with self._lock:

@@ -6,6 +6,7 @@ CUDA branches run against a fake of the few torch.cuda / torch._C calls they mak
 from __future__ import annotations
 
 import importlib
+import time
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -16,7 +17,7 @@ import torch.nn.modules.module as module_mod
 from torch import nn
 
 from profiler import protocol
-from profiler.agent.instrument import Instrumentation, measure_breakdown
+from profiler.agent.instrument import RSS_EVERY_NS, Instrumentation, measure_breakdown
 
 
 class CollectingAgent:
@@ -134,6 +135,28 @@ def test_after_discovery_only_the_outermost_module_carries_hooks(hooked: Any) ->
     assert all(b["t"] <= b["end"] for b in backwards)
 
 
+def assert_rss_paced(steps: list[dict[str, Any]]) -> None:
+    """The RSS is read at the first step, then at the first step ending RSS_EVERY_NS or more
+    after the last reading; -1 on the steps in between."""
+    last = None
+    for step in steps:
+        due = last is None or step["end"] >= last + RSS_EVERY_NS
+        assert (step["rss"] > 0) if due else (step["rss"] == -1), (step, last)
+        if due:
+            last = step["end"]
+
+
+def test_steps_further_apart_than_the_rss_interval_each_read_the_rss(hooked: Any) -> None:
+    _, agent = hooked
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), 0.1)
+    for _ in range(3):
+        train_steps(model, opt, 1)
+        time.sleep(2 * RSS_EVERY_NS / 1e9)
+    steps = agent.steps()
+    assert len(steps) == 3 and all(s["rss"] > 0 for s in steps)
+
+
 def test_each_optimizer_step_is_one_event_with_memory_and_clearing(hooked: Any) -> None:
     _, agent = hooked
     model = Net()
@@ -142,7 +165,8 @@ def test_each_optimizer_step_is_one_event_with_memory_and_clearing(hooked: Any) 
     steps = agent.steps()
     assert [s["index"] for s in steps] == [1, 2, 3, 4]
     assert [s["cleared"] for s in steps] == ["zero_grad"] * 4
-    assert all(s["rss"] > 0 and s["device"] == -1 and s["allocated"] == -1 for s in steps)
+    assert all(s["device"] == -1 and s["allocated"] == -1 for s in steps)
+    assert_rss_paced(steps)
     expected = sum(p.numel() * p.element_size() for p in model.parameters())
     # Measured at the first steps, then at most once a second (-1: not measured).
     assert [s["params_cpu"] for s in steps] == [expected] * 3 + [-1]
