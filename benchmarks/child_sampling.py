@@ -112,7 +112,7 @@ def main() -> int:
         raise RuntimeError("no worker reached its full size in the readings")
     rate = 1 / statistics.median(gaps)
     worst_gap = max(gaps)
-    passed = rate >= REFRESH_TARGET_HZ and cpu_percent <= CPU_TARGET_PERCENT
+    passed = bool(rate >= REFRESH_TARGET_HZ and cpu_percent <= CPU_TARGET_PERCENT)
     print_table(
         ["measure", "value", "target"],
         [
@@ -153,7 +153,7 @@ def main() -> int:
             "workers": args.workers,
             "gib": args.gib,
             "seconds": args.seconds,
-            "gaps_s": gaps,
+            "gaps_s": [float(gap) for gap in gaps],
             "recorder_cpu_s": cpu,
             "wall_s": wall,
             "baseline_recorder_cpu_s": base_cpu,
