@@ -1,7 +1,8 @@
 """growth-per-iteration over time, on real runs with no module and no optimizer.
 
-Tensor code with no iterations to count: the rule fits the RAM timeline itself. The leak is
-paced by the clock (40 MiB/s for 7 s) so that a loaded machine does not bend the line.
+Tensor code with no iterations to count: the rule fits the RAM timeline itself, or malloc's
+live allocations where RSS climbs in steps. The leak is paced by the clock (40 spectra a
+second for 7 s) so that a loaded machine does not bend the line.
 Synthetic look-alikes are in test_loop_shapes.py.
 """
 
@@ -35,16 +36,7 @@ print(len(kept))
 """
 
 
-# Quarantined: in 2 of the last 3 fresh-clone CI runs (clients extra installed, full suite)
-# the leaking run got no finding at all, while it passed in ~40 runs alone or three at a
-# time. A real leak missed is a product bug, not noise: this must be found and fixed, and
-# the skip removed.
-LEAK_MISSED_IN_CI = pytest.mark.skip(
-    reason="quarantined: the module-less leak is sometimes missed in full CI runs (findings [])"
-)
-
-
-@pytest.mark.parametrize("mode", [pytest.param("leak", marks=LEAK_MISSED_IN_CI), "clean"])
+@pytest.mark.parametrize("mode", ["leak", "clean"])
 def test_tensor_code_without_a_module_is_judged_over_time(mode: str, tmp_path: Path) -> None:
     write_script(tmp_path, "features.py", FEATURES)
     result = run_memsight(["features.py", mode], tmp_path)
@@ -54,11 +46,14 @@ def test_tensor_code_without_a_module_is_judged_over_time(mode: str, tmp_path: P
     if mode == "clean":
         assert findings == []
         return
-    # On failure, say what the run was judged instead (seen once in about 20 runs: no
-    # growth finding at all; the findings and the heap's numbers tell which test let it go).
+    # On failure, say what the run was judged instead.
     assert len(growth) == 1, [(f.rule, f.evidence.numbers) for f in findings]
     [finding] = growth
     numbers = finding.evidence.numbers
     assert numbers["iterations_are"] is None and finding.evidence.iterations is None
-    assert numbers["bytes_per_second"] > 20 * 2**20 and numbers["r2"] > 0.9
+    # 40 kept spectra a second of 256 x 513 float32 (513 KiB): 20 MiB/s. RSS climbs faster
+    # (the holes of freed temporaries between them) but unevenly: malloc later carves kept
+    # tensors out of those holes and RSS stands still a while, so the rule may judge on the
+    # live allocations instead (judged_on), whose rate is the kept tensors' own.
+    assert numbers["bytes_per_second"] > 15 * 2**20 and numbers["r2"] > 0.9
     assert "over time" in finding.title

@@ -8,6 +8,7 @@ inference loops (iterations are batches of outermost forwards), and runs with no
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ from profiler.diagnosis import DEFAULT_CONFIG, diagnose
 from profiler.diagnosis.rules import ALL_RULES
 from profiler.diagnosis.signals import iteration_levels, rise_during
 from profiler.profile.model import Event, Profile, SampleTable
-from tests.factories import GiB, MiB, loop, profile, ram, steps
+from tests.factories import GiB, MiB, loop, profile, ram, steps, table
 
 RULES = {rule.RULE_ID: rule for rule in ALL_RULES}
 GROWTH = RULES["growth-per-iteration"]
@@ -262,6 +263,55 @@ def test_growth_over_time_is_quiet_on_look_alikes(
     seconds: float, shape: Callable[[np.ndarray], np.ndarray]
 ) -> None:
     assert growth(timeline(seconds, shape)) == []
+
+
+def with_heap(p: Profile, seconds: float, live: Callable[[np.ndarray], np.ndarray]) -> Profile:
+    """`p` with the agent's malloc readings every 50 ms: live allocations `live(s)` on top of
+    250 MiB from torch, s seconds after 2.0 as in timeline(); up to 4 MiB of temporaries."""
+    t = np.arange(1.5, seconds, 0.05)
+    in_use = 250 * MiB + live(np.clip(t - 2.0, 0, None)) + 4 * MiB * rng.integers(0, 2, len(t))
+    heap = table("heap", t, in_use=in_use.astype(np.int64), free=np.full(len(t), 20 * MiB))
+    return replace(p, tables={**p.tables, "heap": heap})
+
+
+def test_a_leak_whose_ram_climbs_in_steps_is_judged_on_live_allocations() -> None:
+    # Measured (test_growth_over_time_e2e.py): a script keeping 20 MiB/s of tensors among
+    # freed temporaries. The temporaries' holes pile up as free heap; later the kept tensors
+    # are carved out of them and RSS stands still (1.7 s in a run that passed with r² 0.91;
+    # here 2.5 s), then climbs again. A line through RSS then fits with r² below 0.9; the
+    # live allocations climb straight through.
+    def rss(s: np.ndarray) -> np.ndarray:
+        return 30 * MiB * np.minimum(s, 2.5) + 30 * MiB * np.clip(s - 5.0, 0, None)
+
+    p = with_heap(timeline(9.0, rss), 9.0, lambda s: 20 * MiB * s)
+    [finding] = GROWTH.check(p, DEFAULT_CONFIG)
+    numbers = finding.evidence.numbers
+    assert numbers["judged_on"] == "live_allocations"
+    assert numbers["bytes_per_second"] == pytest.approx(20 * MiB, rel=0.1)
+    assert float(numbers["r2"] or 0) > 0.95
+    assert float(numbers["ram_rise_bytes"] or 0) > 64 * MiB
+    assert finding.evidence.text.startswith("RAM's live allocations grow 2")
+    assert "in steps, as malloc handed out memory freed earlier" in finding.evidence.text
+    assert "over time" in finding.title
+    # RSS alone does not pass: without the malloc readings the same run is not judged
+    assert GROWTH.check(timeline(9.0, rss), DEFAULT_CONFIG) == []
+
+
+@pytest.mark.parametrize(
+    "rss, live",
+    [
+        # one large allocation halfway, seen by malloc too
+        (lambda s: 500 * MiB * (s > 18), lambda s: 500 * MiB * (s > 18)),
+        # live allocations grow, but RSS does not (the growth fills freed memory)
+        (lambda s: 40 * MiB * (s > 1.0), lambda s: 10 * MiB * s),
+    ],
+    ids=["one_allocation", "ram_level"],
+)
+def test_live_allocations_do_not_make_look_alikes_a_leak(
+    rss: Callable[[np.ndarray], np.ndarray], live: Callable[[np.ndarray], np.ndarray]
+) -> None:
+    p = with_heap(timeline(40.0, rss), 40.0, live)
+    assert GROWTH.check(p, DEFAULT_CONFIG) == []
 
 
 def test_the_import_of_torch_is_not_growth_over_time() -> None:
