@@ -4,6 +4,7 @@ import fcntl
 import json
 import os
 import pty
+import re
 import select
 import struct
 import subprocess
@@ -263,8 +264,9 @@ def test_report_contents_shows_the_holder_that_grew(tmp_path: Path) -> None:
     assert data["contents"]["holders"][0]["holder"].startswith("`kept` (list")
     bad = memsight("report", str(out), "--contents", "step:3")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
-    # Where later censuses fall depends on the run's pace (they wait for budget).
-    assert "no census at iteration 3; censuses were taken at 5, 10, " in bad.stderr
+    # Where censuses after the first fall depends on the run's pace (they wait for budget:
+    # 5, 10, ... on a quiet machine, 5, 24, 60 with two other processes busy).
+    assert re.search(r"no census at iteration 3; censuses were taken at 5(, \d+)+\n", bad.stderr)
 
 
 # -- export ------------------------------------------------------------------------------------
