@@ -150,6 +150,13 @@ def main() -> int:
         ],
         title="gui_live",
     )
+    # Where the slowest frames fell (share of the run's frames; the last is the run's end,
+    # drawn whole) and what took the time: tick (draining, views' redraws) or paint.
+    slowest = sorted(range(len(frames)), key=frames.__getitem__, reverse=True)[:5]
+    print("slowest frames (position in the run: tick + paint):")
+    for i in slowest:
+        where = "the end" if i == len(frames) - 1 else f"{100 * i / len(frames):.0f} %"
+        print(f"  {frames[i]:6.1f} ms at {where}: {ticks[i]:.1f} + {paint_ms[i]:.1f} ms")
     passed = worst <= FRAME_TARGET_MS and app_cpu <= cpu_target
     line = verdict(
         "gui_live",
