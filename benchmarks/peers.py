@@ -50,15 +50,21 @@ rounds):
   Fil, Scalene, and memsight's agent) shows as "in-process": the workload's peak RSS under
   the tool less its plain run's peak. A process that lives less than 100 ms may be missed.
 
-Where a tool cannot report a figure the table says n/a, and a note below it says why.
+Where a tool cannot report a figure the table says n/a, and a note below it says why. A run
+is killed, with its whole process tree, after --timeout seconds or once its processes' peak
+RSS adds up to more than --max-rss-gib (8 by default: on this 2-core VM a Scalene run has
+been seen to grow past 9 GiB on a busy machine); the table then says "failed" with the
+reason.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -230,9 +236,18 @@ def _poll_tree(root: psutil.Process, procs: dict[int, tuple[int, int, str]]) -> 
 
 
 def run_watched(
-    argv: Sequence[str], cwd: Path, timeout: float, env: dict[str, str] | None = None
+    argv: Sequence[str],
+    cwd: Path,
+    timeout: float,
+    max_rss: float,
+    env: dict[str, str] | None = None,
 ) -> Watched:
-    """Run argv to its end, reading its process tree's peak RSS every POLL_S seconds."""
+    """Run argv to its end, reading its process tree's peak RSS every POLL_S seconds.
+
+    The whole tree (its own session) is killed after `timeout` seconds, or once the peak RSS
+    of its processes adds up to more than `max_rss` bytes: a profiler's memory can run away,
+    and the machine may be shared.
+    """
     busy_before, ours_before = machine_busy_s(), _own_and_children_cpu_s()
     start = time.perf_counter()
     proc = subprocess.Popen(
@@ -243,6 +258,7 @@ def run_watched(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,
     )
     root = psutil.Process(proc.pid)
     procs: dict[int, tuple[int, int, str]] = {}
@@ -252,10 +268,18 @@ def run_watched(
             stdout, stderr = proc.communicate(timeout=POLL_S)
             break
         except subprocess.TimeoutExpired:
+            reason = ""
             if time.perf_counter() - start > timeout:
-                proc.kill()
+                reason = f"killed after {timeout:g} s (--timeout)"
+            elif sum(hwm for _, hwm, _ in procs.values()) > max_rss:
+                reason = (
+                    f"killed: its processes passed {max_rss / 2**30:g} GiB of RSS (--max-rss-gib)"
+                )
+            if reason:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
                 stdout, stderr = proc.communicate()
-                stderr += f"\n(killed after {timeout:g} s)"
+                stderr += f"\n{reason}"
                 break
     wall = time.perf_counter() - start
     busy_after = machine_busy_s()
@@ -441,7 +465,13 @@ def peers_available(python: Path) -> tuple[dict[str, bool], str | None]:
 
 
 def run_one(
-    tool: Tool, workload: Workload, count: int, round_: int, folder: Path, timeout: float
+    tool: Tool,
+    workload: Workload,
+    count: int,
+    round_: int,
+    folder: Path,
+    timeout: float,
+    max_rss: float,
 ) -> Run:
     run = Run(tool.key, workload.key, round_)
     folder.mkdir(parents=True, exist_ok=True)
@@ -450,11 +480,11 @@ def run_one(
     # The peers' tools find their own interpreter's packages; VIRTUAL_ENV of the venv running
     # this script must not point them elsewhere.
     env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
-    watched = run_watched(argv, folder, timeout, env)
+    watched = run_watched(argv, folder, timeout, max_rss, env)
     run.process_s = watched.wall_s
     run.background_cores = watched.background_cores
     if watched.returncode != 0:
-        tail = (watched.stderr.strip().splitlines() or ["(no output)"])[-1]
+        tail = (watched.stderr.strip().splitlines() or ["(no output)"])[-1].strip()
         run.error = f"exit status {watched.returncode}: {tail[:200]}"
         return run
     try:
@@ -476,10 +506,12 @@ def run_one(
     return run
 
 
-def calibrate(workload: Workload, loop_seconds: float, folder: Path, timeout: float) -> int:
+def calibrate(
+    workload: Workload, loop_seconds: float, folder: Path, timeout: float, max_rss: float
+) -> int:
     """Units of work that take about `loop_seconds` in a plain run on this machine."""
     target = [str(workload.script), *workload.args, workload.count_flag, str(workload.probe)]
-    watched = run_watched([sys.executable, *target], folder, timeout)
+    watched = run_watched([sys.executable, *target], folder, timeout, max_rss)
     if watched.returncode != 0:
         raise RuntimeError(f"{workload.script.name} failed:\n{watched.stderr[-2000:]}")
     per_unit = float(last_json_line(watched.stdout)["loop_s"]) / workload.probe
@@ -649,6 +681,13 @@ def parse_args() -> argparse.Namespace:
     p.add_argument(
         "--timeout", type=float, default=600.0, help="seconds before a run is killed (default 600)"
     )
+    p.add_argument(
+        "--max-rss-gib",
+        type=float,
+        default=8.0,
+        help="kill a run once the peak RSS of its processes adds up to more than this "
+        "(default 8; Scalene's in-process memory can grow by several GiB)",
+    )
     opts = p.parse_args()
     if opts.quick:
         opts.rounds = 1
@@ -689,12 +728,13 @@ def main() -> int:
     if any(t.in_peers_venv for t in tools) and peers_torch != ours:
         print(f"warning: the peers' venv has torch {peers_torch}, this interpreter {ours}")
 
+    max_rss = opts.max_rss_gib * 2**30
     runs: list[Run] = []
     counts: dict[str, int] = {}
     with tempfile.TemporaryDirectory(prefix="memsight-peers-") as tmp:
         root = Path(tmp)
         for w in workloads:
-            counts[w.key] = calibrate(w, opts.loop_seconds, root, opts.timeout)
+            counts[w.key] = calibrate(w, opts.loop_seconds, root, opts.timeout, max_rss)
             print(f"{w.key}: {w.count_flag} {counts[w.key]}", flush=True)
         for round_ in range(opts.rounds):
             for w in workloads:
@@ -703,7 +743,7 @@ def main() -> int:
                 shift = round_ % len(peers) if peers else 0
                 for tool in [tools[0], *peers[shift:], *peers[:shift]]:
                     folder = root / f"{round_}-{w.key}-{tool.key}"
-                    run = run_one(tool, w, counts[w.key], round_, folder, opts.timeout)
+                    run = run_one(tool, w, counts[w.key], round_, folder, opts.timeout, max_rss)
                     runs.append(run)
                     status = (
                         f"failed: {run.error}"
