@@ -14,16 +14,20 @@ The training loop alone is timed with time.perf_counter; interpreter start, `imp
 and model construction are left out, so the number compares plain and profiled runs fairly.
 The last stdout line is a JSON object:
 
-    {"loop_s": ..., "steps": ..., "step_ms": ..., "loss": ..., "threads": ..., "model": ...}
+    {"loop_s": ..., "steps": ..., "step_ms": ..., "loss": ..., "threads": ..., "model": ...,
+     "vm_hwm": ..., "pid": ...}
 
 `loss` is bit-for-bit reproducible for the same arguments and thread count, which lets the
-caller check that two runs did identical work.
+caller check that two runs did identical work. `vm_hwm` is the process's peak RSS in bytes
+(the kernel's high-water mark, read at the end), `pid` its process id: benchmarks/peers.py
+tells the workload apart from a profiler's own processes with them.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from collections.abc import Callable
 
@@ -142,6 +146,18 @@ def make_step(args: argparse.Namespace) -> tuple[Step, Step]:
     return step_gpt, forward_gpt
 
 
+def vm_hwm_bytes() -> int:
+    """This process's peak RSS so far (VmHWM), in bytes; 0 where /proc is unavailable."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=200, help="timed optimizer steps (default 200)")
@@ -173,6 +189,8 @@ def main() -> None:
         "loss": loss,
         "threads": torch.get_num_threads(),
         "model": args.model,
+        "vm_hwm": vm_hwm_bytes(),
+        "pid": os.getpid(),
     }
     print(json.dumps(result), flush=True)
 

@@ -8,7 +8,10 @@ The true height is measured here, from inside: /proc/self/statm is read while th
 held. The last stdout line is a JSON object:
 
     {"true_peak_rss": bytes, "baseline_rss": bytes, "vm_hwm": bytes, "spikes": [[start_ns,
-     end_ns, rss_bytes], ...], "fill_ms_median": ..., "seconds": ...}
+     end_ns, rss_bytes], ...], "fill_ms_median": ..., "seconds": ..., "loop_s": ..., "pid": ...}
+
+With --count N it stops after N spikes instead of after --seconds, so two runs do the same
+work and loop_s (the time from the first allocation to the last pause's end) compares them.
 
 start_ns/end_ns are time.monotonic_ns() just before the allocation and just after the free:
 the same clock the recorder stamps its samples with.
@@ -60,6 +63,12 @@ def parse_args() -> argparse.Namespace:
     p.add_argument(
         "--seconds", type=float, default=5.0, help="how long to keep spiking (default 5)"
     )
+    p.add_argument(
+        "--count",
+        type=int,
+        default=None,
+        help="stop after this many spikes instead of after --seconds",
+    )
     p.add_argument("--seed", type=int, default=0)
     return p.parse_args()
 
@@ -73,8 +82,9 @@ def main() -> None:
     baseline = rss_bytes(statm)
     spikes: list[list[int]] = []
     fills: list[float] = []
+    started = time.perf_counter()
     deadline = time.monotonic() + args.seconds
-    while time.monotonic() < deadline:
+    while len(spikes) < args.count if args.count is not None else time.monotonic() < deadline:
         start = time.monotonic_ns()
         tensor = torch.ones(n, dtype=torch.uint8)
         filled = time.monotonic_ns()
@@ -86,6 +96,7 @@ def main() -> None:
         spikes.append([start, end, held])
         fills.append((filled - start) / 1e6)
         time.sleep(args.pause_ms / 1000.0 * rng.uniform(0.5, 1.5))
+    loop_s = time.perf_counter() - started
     result = {
         "true_peak_rss": max(s[2] for s in spikes),
         "baseline_rss": baseline,
@@ -95,6 +106,8 @@ def main() -> None:
         "fill_ms_median": statistics.median(fills),
         "seconds": args.seconds,
         "spikes": spikes,
+        "loop_s": loop_s,
+        "pid": os.getpid(),
     }
     print(json.dumps(result), flush=True)
 
