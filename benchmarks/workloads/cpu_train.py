@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable
 
 import torch
+from peak_rss import vm_hwm_bytes
 from torch import nn
 
 
@@ -144,18 +145,6 @@ def make_step(args: argparse.Namespace) -> tuple[Step, Step]:
         return model(corpus[i % len(corpus)][:, :-1])
 
     return step_gpt, forward_gpt
-
-
-def vm_hwm_bytes() -> int:
-    """This process's peak RSS so far (VmHWM), in bytes; 0 where /proc is unavailable."""
-    try:
-        with open("/proc/self/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
 
 
 def parse_args() -> argparse.Namespace:

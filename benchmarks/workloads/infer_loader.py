@@ -25,6 +25,7 @@ import os
 import time
 
 import torch
+from peak_rss import vm_hwm_bytes
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
@@ -57,18 +58,6 @@ def make_model() -> nn.Module:
         nn.ReLU(),
         nn.Linear(128, 10),
     ).eval()
-
-
-def vm_hwm_bytes() -> int:
-    """This process's peak RSS so far (VmHWM), in bytes; 0 where /proc is unavailable."""
-    try:
-        with open("/proc/self/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
 
 
 def parse_args() -> argparse.Namespace:

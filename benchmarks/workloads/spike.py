@@ -27,20 +27,13 @@ import statistics
 import time
 
 import torch
+from peak_rss import vm_hwm_bytes
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 def rss_bytes(statm: int) -> int:
     return int(os.pread(statm, 256, 0).split()[1]) * PAGE
-
-
-def vm_hwm_bytes() -> int:
-    with open("/proc/self/status", "rb") as f:
-        for line in f:
-            if line.startswith(b"VmHWM:"):
-                return int(line.split()[1]) * 1024
-    return 0
 
 
 def hold(seconds: float) -> None:
