@@ -183,6 +183,17 @@ def _step_levels(steps: SampleTable, count: int) -> Iterator[IterationLevels]:
             )  # fmt: skip
 
 
+def group_floors(group: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, FloatArray]:
+    """The groups that hold readings and the floor (lowest value) of each, as floats.
+
+    `group` numbers each reading's group (a slice of time, a run of iterations), readings in
+    time order, so a group's readings are consecutive; group numbers are never negative.
+    The floor leaves out temporaries that come and go within a group.
+    """
+    starts = np.flatnonzero(np.diff(group, prepend=-1))
+    return group[starts], np.minimum.reduceat(values, starts) * 1.0
+
+
 def _floors(
     its: Iterations, t: FloatArray, level: np.ndarray, samples_per_level: int
 ) -> tuple[np.ndarray, FloatArray, int] | None:
@@ -202,10 +213,8 @@ def _floors(
     if not len(owner):
         return None
     group = max(1, -(-samples_per_level * (n - 1) // len(owner)))  # iterations per group
-    chunk = (owner - 1) // group
-    starts = np.flatnonzero(np.diff(chunk, prepend=-1))
-    floors = np.minimum.reduceat(values, starts) * 1.0
-    index = (chunk[starts][:, None] * group + 1 + np.arange(group)[None, :]).ravel()
+    chunks, floors = group_floors((owner - 1) // group, values)
+    index = (chunks[:, None] * group + 1 + np.arange(group)[None, :]).ravel()
     floor = np.repeat(floors, group)
     inside = index < n  # the last iteration's level would come after the run's last boundary
     return index[inside].astype(np.int64), floor[inside], group

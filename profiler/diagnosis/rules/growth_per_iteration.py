@@ -41,6 +41,7 @@ from profiler.diagnosis.signals import (
     FloatArray,
     IterationLevels,
     LinearFit,
+    group_floors,
     heap_at,
     iteration_levels,
     linear_fit,
@@ -247,12 +248,10 @@ def _heap_growth(
         return None  # too few readings to tell live allocations from temporaries
     edges = np.linspace(float(t[0]), float(t[-1]), slices + 1)
     which = np.minimum(np.searchsorted(edges, when, side="right") - 1, slices - 1)
-    starts = np.flatnonzero(np.diff(which, prepend=-1))
-    if len(starts) < slices - 1:
+    index, floors = group_floors(which, in_use)
+    if len(index) < slices - 1:
         return None
-    floors = np.minimum.reduceat(in_use, starts)
-    centres = (edges[which[starts]] + edges[which[starts] + 1]) / 2
-    fit = linear_fit(centres, floors)
+    fit = linear_fit((edges[index] + edges[index + 1]) / 2, floors)
     return HeapGrowth(fit.slope * float(t[-1] - t[0]), fit.r2, free)
 
 
@@ -387,11 +386,9 @@ def _check_over_time(
     which[t == t[-1]] = slices - 1  # the last sample closes the last slice
     inside = (which >= 0) & (which < slices)
     which, values = which[inside], level[inside]
-    starts = np.flatnonzero(np.diff(which, prepend=-1))
-    if len(starts) < slices // 2:
+    index, floors = group_floors(which, values)
+    if len(index) < slices // 2:
         return None
-    floors = np.minimum.reduceat(values, starts) * 1.0
-    index = which[starts]
     # What exiting frees is not the run: end before the first drop in the last moments.
     last = edges[index] >= edges[-1] - config.growth_time_teardown_s
     drops = np.flatnonzero(last[1:] & (floors[1:] < floors[:-1])) + 1
@@ -434,12 +431,10 @@ def _live_over_time(
     slices = config.growth_time_slices
     which = np.searchsorted(edges, heap.t, side="right") - 1
     kept = np.isin(which, index)
-    which, in_use = which[kept], heap["in_use"][kept] * 1.0
-    starts = np.flatnonzero(np.diff(which, prepend=-1))
-    if len(starts) < slices // 2:
+    live_index, live_floors = group_floors(which[kept], heap["in_use"][kept])
+    if len(live_index) < slices // 2:
         return None
-    live_floors = np.minimum.reduceat(in_use, starts)
-    live_x = (edges[which[starts]] + edges[which[starts] + 1]) / 2
+    live_x = (edges[live_index] + edges[live_index + 1]) / 2
     result = _growing(live_x, live_floors, "ram", config)
     if result is None or result[0].r2 < config.growth_time_min_r2:
         return None
