@@ -47,6 +47,18 @@ class ProcessResult:
         return max(0.0, self.background_cpu_s) / self.wall_s
 
 
+def peak_rss_of(pid: int) -> int | None:
+    """A process's peak RSS so far (VmHWM, kept by the kernel), in bytes; None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        return None
+    return None
+
+
 def machine_busy_s() -> float | None:
     """CPU seconds every core has spent busy (or stolen by the hypervisor) since boot."""
     try:

@@ -23,7 +23,15 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from _common import WORKLOADS, last_json_line, mib, print_table, verdict, write_result
+from _common import (
+    WORKLOADS,
+    last_json_line,
+    mib,
+    peak_rss_of,
+    print_table,
+    verdict,
+    write_result,
+)
 
 NAME = "job_overhead"
 TARGET_CPU_SHARE = 0.02  # of one core, per extra rank
@@ -41,17 +49,6 @@ def parse_args() -> argparse.Namespace:
     return p.parse_args()
 
 
-def peak_rss(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
-
-
 def run_job(ranks: int, seconds: float, folder: Path) -> dict[str, Any]:
     out = folder / f"job{ranks}.memsight"
     argv = [
@@ -67,7 +64,7 @@ def run_job(ranks: int, seconds: float, folder: Path) -> dict[str, Any]:
         try:
             times = recorder.cpu_times()
             cpu_s = times.user + times.system
-            rss = peak_rss(proc.pid) or rss
+            rss = peak_rss_of(proc.pid) or rss
         except psutil.Error:
             break
         time.sleep(0.1)

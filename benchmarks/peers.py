@@ -83,6 +83,7 @@ from _common import (
     machine_busy_s,
     median,
     mib,
+    peak_rss_of,
     print_table,
     write_result,
 )
@@ -203,24 +204,13 @@ class Watched:
     procs: dict[int, tuple[int, int, str]]
 
 
-def vm_hwm(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError):
-        return None
-    return None
-
-
 def _poll_tree(root: psutil.Process, procs: dict[int, tuple[int, int, str]]) -> None:
     try:
         members = [root, *root.children(recursive=True)]
     except psutil.Error:
         return
     for proc in members:
-        hwm = vm_hwm(proc.pid)
+        hwm = peak_rss_of(proc.pid)
         if hwm is None:
             continue
         old = procs.get(proc.pid)
