@@ -573,16 +573,19 @@ def summarise(
             spike_seen = "yes" if height >= 0.95 * SPIKE_MIB * MiB else "no"
         slowdown = median(ratios) if ratios else None
         extra = median(extras) if extras else None
+        loop_s = median([r.loop_s for r in ok if r.loop_s is not None])
+        process_s = median([r.process_s for r in ok if r.process_s is not None])
+        measures = tool.measures or "RSS (VmHWM)"
         row = [
             tool.label,
             "1.00" if tool.key == "python" else ("n/a" if slowdown is None else f"{slowdown:.2f}x"),
-            f"{median([r.loop_s for r in ok if r.loop_s is not None]):.2f}",
-            f"{median([r.process_s for r in ok if r.process_s is not None]):.1f}",
+            f"{loop_s:.2f}",
+            f"{process_s:.1f}",
             fmt_mib(true_peak if tool.key == "python" else recorded),
             "n/a"
             if recorded is None or not true_peak or tool.key == "python"
             else f"{recorded / true_peak:.2f}",
-            tool.measures or "RSS (VmHWM)",
+            measures,
             ""
             if tool.key == "python"
             else (f"{median(outputs) / 1024:,.0f}" if outputs else "n/a"),
@@ -598,11 +601,11 @@ def summarise(
                 "tool": tool.key,
                 "runs": len(ok),
                 "slowdown": slowdown,
-                "loop_s": median([r.loop_s for r in ok if r.loop_s is not None]),
-                "process_s": median([r.process_s for r in ok if r.process_s is not None]),
+                "loop_s": loop_s,
+                "process_s": process_s,
                 "recorded_peak_bytes": recorded,
                 "true_peak_bytes": true_peak,
-                "measures": tool.measures or "RSS (VmHWM)",
+                "measures": measures,
                 "output_bytes_per_min": median(outputs) if outputs else None,
                 "report_s": median(reports) if reports else None,
                 "own_rss_bytes": median(owns) if owns else None,
