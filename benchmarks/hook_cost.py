@@ -11,15 +11,18 @@ agent thread.
 
 * Blocks of steps run alternately with the instrumentation installed and uninstalled, in
   one process (same model, same data); the per-step difference of the block medians, in
-  wall time and in the thread's CPU time, is the instrumentation's cost per step.
+  wall time and in the thread's CPU time, is the instrumentation's cost per step, as a
+  profiled run pays it: past the first steps, steps closer together than
+  instrument.DETAIL_EVERY_NS are recorded in detail one per DETAIL_EVERY_NS, the others light.
+  The same blocks then run with every step in detail: the cost of one detailed step.
 * `--per-hook` then runs again with a timer around every hook and helper, and reports the
   time spent in each per call (mean and median) and per step. The timers add about a
   microsecond per call of their own, and nested helpers are also counted in their caller.
 
 A step of the default workload is ~40 ms, long enough for the CPU caches to forget the
 hooks' code between two calls: per call they cost several times what they cost in a tight
-loop. `--dim 16 --layers 2 --batch 2` gives ~2 ms steps, where the fixed cost per step shows
-as a percentage.
+loop. `--model tiny` gives ~1-2 ms steps, where the fixed cost per step shows as a
+percentage.
 """
 
 from __future__ import annotations
@@ -251,11 +254,21 @@ def main() -> int:
         f"{opts.blocks} blocks of {steps} steps per mode, alternating",
         flush=True,
     )
-    first_id = inst._forward_ids
     blocks = run_blocks(step, inst, opts, steps, None)
-    forwards_per_step = (inst._forward_ids - first_id) / (opts.blocks * (steps + 1))
     cost = summarize(blocks)
     cost_table(cost, "step")
+    # Every step in detail (forward and backward spans, CUDA counters), as the first
+    # DETAIL_WARMUP_STEPS and any step DETAIL_EVERY_NS or more after the last detailed one.
+    sampled_every_ns = instrument.DETAIL_EVERY_NS
+    instrument.DETAIL_EVERY_NS = 0
+    try:
+        first_id = inst._forward_ids
+        detailed_blocks = run_blocks(step, inst, opts, steps, None)
+        forwards_per_step = (inst._forward_ids - first_id) / (opts.blocks * (steps + 1))
+    finally:
+        instrument.DETAIL_EVERY_NS = sampled_every_ns
+    detailed_cost = summarize(detailed_blocks)
+    cost_table(detailed_cost, "detailed step")
     # The model's forward alone (autograd on, no backward): the hooks of one outermost
     # forward, with torch's slower call path for a hooked module and the gradient hook.
     forward_blocks = run_blocks(forward, inst, opts, steps, None, warm=4)
@@ -264,8 +277,10 @@ def main() -> int:
     print(
         f"\n{forwards_per_step:.1f} outermost forwards per step (the model's, the loss "
         f"module's); cost per step {cost['wall_cost_us']:.1f} us wall, "
-        f"{cost['cpu_cost_us']:.1f} us CPU; per forward {forward_cost['wall_cost_us']:.1f} us "
-        f"wall, {forward_cost['cpu_cost_us']:.1f} us CPU"
+        f"{cost['cpu_cost_us']:.1f} us CPU (one step in detail per "
+        f"{sampled_every_ns / 1e6:g} ms); per detailed step "
+        f"{detailed_cost['wall_cost_us']:.1f} us wall; per forward "
+        f"{forward_cost['wall_cost_us']:.1f} us wall, {forward_cost['cpu_cost_us']:.1f} us CPU"
     )
     hooks: dict[str, dict[str, float]] = {}
     if opts.per_hook:
@@ -321,6 +336,8 @@ def main() -> int:
         {
             "settings": {**vars(opts), "block_steps": steps, "shape": shape(opts)},
             "per_step": cost,
+            "per_detailed_step": detailed_cost,
+            "detail_every_ns": sampled_every_ns,
             "per_forward": forward_cost,
             "forwards_per_step": forwards_per_step,
             "blocks_us": {

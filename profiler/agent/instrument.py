@@ -90,6 +90,17 @@ BREAKDOWN_SHARE = 0.0005
 # The step row's RSS is read at most this often (-1 on steps in between): a read of
 # /proc/self/statm costs ~10 us between two steps' compute, 1 % of a 1 ms step by itself.
 RSS_EVERY_NS = 5_000_000
+# The same on light steps (see DETAIL_EVERY_NS), whose rows still give the level between
+# iterations fifty times a second.
+LIGHT_RSS_EVERY_NS = 20_000_000
+# Steps in detail: a step whose forwards and backward are recorded as spans (and whose CUDA
+# counters are read) costs ~100-400 us in the hooks, 10-40 % of a 1 ms step. Past the first
+# DETAIL_WARMUP_STEPS, steps that come faster than DETAIL_EVERY_NS are detailed one per
+# DETAIL_EVERY_NS; the others ("light" steps) still write their step row (time, cleared
+# gradients, the RSS when due) but their forwards only mark the phase. A "step_detail" event
+# says from which step on this sampling holds.
+DETAIL_WARMUP_STEPS = 10
+DETAIL_EVERY_NS = 100_000_000
 # The tables of a module's forward hooks, keyed by hook id; the first two hold the callables.
 HOOK_TABLES = (
     "_forward_pre_hooks",
@@ -127,6 +138,7 @@ class Instrumentation:
         self._backward_forwards: List[int] = []
         self._zero_grad_called = False
         self._grad_refs: Dict[int, List[Tuple[Any, Any]]] = {}
+        self._watched_params: Dict[int, List[Any]] = {}  # optimizer id -> parameters' refs
         # optimizer id -> (when the next breakdown is due, breakdowns so far)
         self._breakdowns: Dict[int, Tuple[int, int]] = {}
         self._datasets: "weakref.WeakKeyDictionary[Any, List[int]]" = weakref.WeakKeyDictionary()
@@ -135,7 +147,14 @@ class Instrumentation:
         self._cleared = CLEARED_NONE
         self._statm: Optional[int] = None
         self._page_size = 0  # read with the first RSS
-        self._rss_due = 0  # when the step row reads the RSS again
+        self._rss_read_at = -RSS_EVERY_NS - LIGHT_RSS_EVERY_NS  # the step rows' last RSS
+        # Sampled detail (DETAIL_EVERY_NS): whether the current step is recorded in detail, when
+        # the last detailed one was chosen, the last step's end and the time between two ends.
+        self.detail = True
+        self._detailed_at = 0
+        self._step_end = 0
+        self._step_period = 0
+        self._sampling_announced = False
         compiler = getattr(torch, "compiler", None)
         self._is_compiling: Callable[[], bool] = getattr(compiler, "is_compiling", lambda: False)
         self._grad_enabled: Callable[[], bool] = torch.is_grad_enabled
@@ -299,6 +318,13 @@ class Instrumentation:
     def _root_pre(self, module: Any, args: Any) -> None:
         if self._is_compiling():
             return
+        if not self.detail:
+            # A light step's forward: only the phase. A forward that comes well after the
+            # training loop's last step (validation, a second loop) is recorded in detail.
+            if _now() - self._step_end <= self._step_period * 2:
+                self.phase = "forward"
+                return
+            self.detail = True
         local = self._local
         try:
             stack = local.stack
@@ -325,6 +351,11 @@ class Instrumentation:
             return
         stack = getattr(self._local, "stack", None)
         if not stack or stack[-1][0] is not module:
+            if not self.detail:  # a light step's forward ended
+                self.phase = None
+                failed = sys.exc_info()[1]
+                if failed is not None:
+                    self.observe_exception(failed, where="forward")
             return
         _, start, forward_id, training, grad, autocast = stack.pop()
         end = _now()
@@ -452,7 +483,7 @@ class Instrumentation:
             return  # an optimizer wrapping another: count the outermost step only
         if self._backward_start is not None and self._queue_callback is None:
             self._backward_finished()
-        if not self._observer_attached and self._cuda_in_use():
+        if self.detail and not self._observer_attached and self._cuda_in_use():
             self._attach_oom_observer()
         self._step_start = _now()
         self._cleared = self._cleared_how(optimizer)
@@ -471,11 +502,15 @@ class Instrumentation:
             if during == CLEARED_ZERO_GRAD or self._cleared == CLEARED_NONE:
                 self._cleared = during
         rss = -1
-        if end >= self._rss_due:
-            self._rss_due = end + RSS_EVERY_NS
+        memory_due = end - self._rss_read_at >= (
+            RSS_EVERY_NS if self.detail else LIGHT_RSS_EVERY_NS
+        )
+        if memory_due:
+            self._rss_read_at = end
             read = self._rss()
             rss = -1 if read is None else read
-        cuda = self._cuda_state() if self._cuda_in_use() else None
+        # A light step reads the CUDA counters only when the RSS is due too.
+        cuda = self._cuda_state() if (self.detail or memory_due) and self._cuda_in_use() else None
         if cuda is not None:
             gpu = tuple(cuda.get(k, -1) for k in _STEP_CUDA_FIELDS)
             device = cuda.get("device", -1)
@@ -507,6 +542,7 @@ class Instrumentation:
         self._zero_grad_called = False
         self._remember_grads(optimizer)
         self.phase = None
+        self._choose_detail(end)
         if self._discovery:
             self._stop_discovery()
         elif end >= self._next_discovery:
@@ -514,6 +550,22 @@ class Instrumentation:
         if self._heap_between_iterations is not None:
             self._heap_between_iterations()
         self.censuses.at_boundary(OPTIMIZER_STEPS, self.steps)
+
+    def _choose_detail(self, end: int) -> None:
+        """Whether the next step is recorded in detail (see DETAIL_EVERY_NS)."""
+        if self._step_end:
+            self._step_period = end - self._step_end
+        self._step_end = end
+        if self.steps < DETAIL_WARMUP_STEPS or end - self._detailed_at >= DETAIL_EVERY_NS:
+            self.detail = True
+            self._detailed_at = end
+            return
+        self.detail = False
+        if not self._sampling_announced:
+            self._sampling_announced = True
+            self.agent.event(
+                "step_detail", from_step=self.steps + 1, every_ns=DETAIL_EVERY_NS, t=end
+            )
 
     def _cleared_how(self, optimizer: Any) -> int:
         """How the gradients were cleared since this optimizer's previous step (CLEARED_*).
@@ -536,6 +588,24 @@ class Instrumentation:
         return CLEARED_NONE
 
     def _remember_grads(self, optimizer: Any) -> None:
+        """Weak references to (up to) four parameters' gradients, for _cleared_how.
+
+        The parameters are the first four with a gradient, found once per optimizer and
+        looked for again only when one of them is gone or has none.
+        """
+        key = id(optimizer)
+        params = self._watched_params.get(key)
+        if params is not None:
+            refs = []
+            for param_ref in params:
+                param = param_ref()
+                grad = None if param is None else param.grad
+                if grad is None:
+                    break
+                refs.append((param_ref, weakref.ref(grad)))
+            else:
+                self._grad_refs[key] = refs
+                return
         refs = []
         for group in optimizer.param_groups:
             for param in group["params"]:
@@ -545,7 +615,8 @@ class Instrumentation:
                         break
             if len(refs) >= 4:
                 break
-        self._grad_refs[id(optimizer)] = refs
+        self._grad_refs[key] = refs
+        self._watched_params[key] = [param_ref for param_ref, _ in refs]
 
     def _breakdown(self, optimizer: Any, now: int) -> Optional[Dict[str, Dict[str, int]]]:
         next_at, measured = self._breakdowns.get(id(optimizer), (0, 0))

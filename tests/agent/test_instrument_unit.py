@@ -17,6 +17,7 @@ import torch.nn.modules.module as module_mod
 from torch import nn
 
 from profiler import protocol
+from profiler.agent import instrument
 from profiler.agent.instrument import RSS_EVERY_NS, Instrumentation, measure_breakdown
 
 
@@ -135,12 +136,14 @@ def test_after_discovery_only_the_outermost_module_carries_hooks(hooked: Any) ->
     assert all(b["t"] <= b["end"] for b in backwards)
 
 
-def assert_rss_paced(steps: list[dict[str, Any]]) -> None:
+def assert_rss_paced(steps: list[dict[str, Any]], light: frozenset[int] = frozenset()) -> None:
     """The RSS is read at the first step, then at the first step ending RSS_EVERY_NS or more
-    after the last reading; -1 on the steps in between."""
+    after the last reading (LIGHT_RSS_EVERY_NS for the `light` steps); -1 on the steps in
+    between."""
     last = None
     for step in steps:
-        due = last is None or step["end"] >= last + RSS_EVERY_NS
+        every = instrument.LIGHT_RSS_EVERY_NS if step["index"] in light else RSS_EVERY_NS
+        due = last is None or step["end"] >= last + every
         assert (step["rss"] > 0) if due else (step["rss"] == -1), (step, last)
         if due:
             last = step["end"]
@@ -381,3 +384,149 @@ def test_a_failed_install_leaves_nothing_behind() -> None:
     with pytest.raises(AttributeError):
         Instrumentation(CollectingAgent(), Broken()).install()
     assert state() == before
+
+
+# -- steps in detail, sampled when they come fast (instrument.DETAIL_EVERY_NS) --------------
+
+
+class SteppedClock:
+    """instrument's clock, moved on by hand: `step_ns` per training step."""
+
+    def __init__(self) -> None:
+        self.now = time.monotonic_ns()
+
+    def __call__(self) -> int:
+        return self.now
+
+
+@pytest.fixture
+def clocked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[tuple[Instrumentation, CollectingAgent, SteppedClock]]:
+    clock = SteppedClock()
+    monkeypatch.setattr(instrument, "_now", clock)
+    agent = CollectingAgent()
+    inst = Instrumentation(agent, torch)
+    inst.install()
+    try:
+        yield inst, agent, clock
+    finally:
+        inst.uninstall()
+    assert agent.errors == []
+
+
+def timed_steps(
+    model: nn.Module,
+    opt: torch.optim.Optimizer,
+    clock: SteppedClock,
+    steps: int,
+    step_ns: int,
+    clear: str = "zero_grad",
+) -> None:
+    """Training steps `step_ns` apart on the clock; gradients cleared by `clear`: zero_grad,
+    set_to_none (by hand) or none."""
+    for _ in range(steps):
+        clock.now += step_ns
+        if clear == "zero_grad":
+            opt.zero_grad()
+        elif clear == "set_to_none":
+            for p in model.parameters():
+                p.grad = None
+        model(torch.randn(4, 8)).sum().backward()
+        opt.step()
+
+
+def detailed_steps(agent: CollectingAgent) -> list[int]:
+    """Steps whose forward was recorded (a forward span between the step before and it)."""
+    ends = [s["end"] for s in agent.steps()]
+    detailed = set()
+    for forward in agent.forwards():
+        index = sum(1 for end in ends if end < forward["t"]) + 1
+        detailed.add(index)
+    return sorted(detailed)
+
+
+def test_fast_steps_are_recorded_in_detail_one_per_detail_interval(clocked: Any) -> None:
+    _, agent, clock = clocked
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), 0.01)
+    timed_steps(model, opt, clock, 350, step_ns=1_000_000)  # 1 ms steps for 350 ms
+    steps = agent.steps()
+    # Every step has its row, and how its gradients were cleared.
+    assert [s["index"] for s in steps] == list(range(1, 351))
+    assert all(s["cleared"] == "zero_grad" for s in steps)
+    # The first DETAIL_WARMUP_STEPS in detail, then one step per DETAIL_EVERY_NS (100 steps).
+    every = instrument.DETAIL_EVERY_NS // 1_000_000
+    warmup = instrument.DETAIL_WARMUP_STEPS
+    expected = list(range(1, warmup + 1)) + list(range(warmup + every, 351, every))
+    assert detailed_steps(agent) == expected
+    assert [b["forwards"] for b in agent.backwards()] == [[f["id"]] for f in agent.forwards()]
+    assert [(e["from_step"], e["every_ns"]) for e in agent.of("step_detail")] == [
+        (warmup + 1, instrument.DETAIL_EVERY_NS)
+    ]
+    # Light steps read the RSS LIGHT_RSS_EVERY_NS apart (every 20th step here).
+    assert_rss_paced(steps, light=frozenset(range(1, 351)) - set(expected))
+
+
+def test_steps_further_apart_than_the_detail_interval_are_all_detailed(clocked: Any) -> None:
+    _, agent, clock = clocked
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), 0.01)
+    timed_steps(model, opt, clock, 30, step_ns=instrument.DETAIL_EVERY_NS + 1)
+    assert detailed_steps(agent) == list(range(1, 31))
+    assert agent.of("step_detail") == []
+
+
+@pytest.mark.parametrize("clear, expected", [("none", None), ("set_to_none", "grad_replaced")])
+def test_light_steps_still_tell_how_the_gradients_were_cleared(
+    clocked: Any, clear: str, expected: str | None
+) -> None:
+    _, agent, clock = clocked
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), 0.01)
+    timed_steps(model, opt, clock, 60, step_ns=1_000_000, clear=clear)
+    cleared = [s["cleared"] for s in agent.steps()]
+    assert cleared == ["first_step"] + [expected] * 59
+
+
+def test_a_forward_after_the_fast_steps_is_recorded_in_detail(clocked: Any) -> None:
+    inst, agent, clock = clocked
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), 0.01)
+    timed_steps(model, opt, clock, 50, step_ns=1_000_000)
+    assert not inst.detail  # the next step would be light
+    recorded = len(agent.forwards())
+    clock.now += 50_000_000  # validation, after the loop: a forward with autograd on
+    model.eval()
+    model(torch.randn(4, 8))
+    forwards = agent.forwards()
+    assert len(forwards) == recorded + 1
+    assert not forwards[-1]["training"] and forwards[-1]["grad"]
+
+
+def test_a_light_forward_still_marks_the_phase_and_a_caught_oom(clocked: Any) -> None:
+    inst, agent, clock = clocked
+    phases: list[str | None] = []
+
+    class Probe(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fail = False
+            self.body = Net()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            phases.append(inst.phase)
+            if self.fail:
+                return torch.empty(2**50, dtype=torch.uint8)
+            return self.body(x)
+
+    model = Probe()
+    opt = torch.optim.SGD(model.parameters(), 0.01)
+    timed_steps(model, opt, clock, 30, step_ns=1_000_000)
+    assert not inst.detail
+    assert phases == ["forward"] * 30 and inst.phase is None
+    model.fail = True
+    clock.now += 1_000_000
+    with pytest.raises(RuntimeError, match="can't allocate memory"):
+        model(torch.randn(4, 8))
+    assert not inst.detail and agent.of("exception")[0]["where"] == "forward"
