@@ -123,7 +123,9 @@ class TimelineView(QWidget):
         self.marks = self.event_lane.marks
         for plot in (self.ram_plot, self.gpu_plot):
             plot.setXLink(self.lane)
-            plot.getAxis("bottom").setStyle(showValues=False)
+            # The lane's axis below tells the time; a second tick row above it, redrawn at
+            # every frame as the range follows the run, would cost a paint of its own.
+            plot.hideAxis("bottom")
 
         # Drawn in this order: the main curves on top of their peaks and the tree.
         self._main_series: tuple[tuple[pg.PlotItem, Series], ...] = (

@@ -14,6 +14,7 @@ curves change all the time.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import resource
 import statistics
@@ -94,6 +95,18 @@ def main() -> int:
             paint_ms.append((time.perf_counter() - t0) * 1000)
 
     type(view).paintEvent = timed_paint
+    # The cyclic garbage collector's pauses, by generation: one runs inside whichever frame
+    # allocated the object that tipped its count.
+    gc_pauses: dict[int, list[float]] = {0: [], 1: [], 2: []}
+    gc_began = [0.0]
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            gc_began[0] = time.perf_counter()
+        else:
+            gc_pauses[info["generation"]].append((time.perf_counter() - gc_began[0]) * 1000)
+
+    gc.callbacks.append(on_gc)
     window.open_script(str(script))
     window.setup_panel.args.setText(f"{args.seconds:g}")
     window.setup_panel.interval.setValue(args.interval_ms)
@@ -118,6 +131,7 @@ def main() -> int:
     recorder_cpu = 100 * cpu_seconds(resource.RUSAGE_CHILDREN) / wall  # reaped: all its time
     cpu_target = cpu_target_percent(args.interval_ms)
     type(view).paintEvent = original_paint
+    gc.callbacks.remove(on_gc)
 
     ticks = window.session.frame_ms
     # Each timer tick that brings data schedules one paint, so ticks and paints alternate;
@@ -157,6 +171,10 @@ def main() -> int:
     for i in slowest:
         where = "the end" if i == len(frames) - 1 else f"{100 * i / len(frames):.0f} %"
         print(f"  {frames[i]:6.1f} ms at {where}: {ticks[i]:.1f} + {paint_ms[i]:.1f} ms")
+    print("garbage collector pauses in the app (generation: count, longest, total):")
+    for generation, pauses in gc_pauses.items():
+        longest = max(pauses, default=0.0)
+        print(f"  {generation}: {len(pauses):,}, {longest:.1f} ms, {sum(pauses):.0f} ms")
     passed = worst <= FRAME_TARGET_MS and app_cpu <= cpu_target
     line = verdict(
         "gui_live",
@@ -181,6 +199,8 @@ def main() -> int:
             "paint_ms_max": max(paint_ms) if paint_ms else None,
             "app_cpu_percent": app_cpu,
             "recorder_cpu_percent": recorder_cpu,
+            "gc_pause_ms_max": {str(g): max(p, default=0.0) for g, p in gc_pauses.items()},
+            "gc_pauses": {str(g): len(p) for g, p in gc_pauses.items()},
         },
     )
     return 0 if passed else 1

@@ -97,8 +97,10 @@ LIGHT_RSS_EVERY_NS = 20_000_000
 # counters are read) costs ~100-400 us in the hooks, 10-40 % of a 1 ms step. Past the first
 # DETAIL_WARMUP_STEPS, steps that come faster than DETAIL_EVERY_NS are detailed one per
 # DETAIL_EVERY_NS; the others ("light" steps) still write their step row (time, cleared
-# gradients, the RSS when due) but their forwards only mark the phase. A "step_detail" event
-# says from which step on this sampling holds.
+# gradients, the RSS when due) but their forwards only mark the phase. A train()/eval()
+# switch, a new DataLoader iterator and a forward well after the last step (validation) turn
+# detail back on until the next step ends. A "step_detail" event says from which step on
+# this sampling holds.
 DETAIL_WARMUP_STEPS = 10
 DETAIL_EVERY_NS = 100_000_000
 # The tables of a module's forward hooks, keyed by hook id; the first two hold the callables.
@@ -670,6 +672,7 @@ class Instrumentation:
                 inst._local.train_depth = depth
             if depth == 0 and before != module.training:
                 inst.agent.event("mode", training=module.training, module=type(module).__name__)
+                inst.detail = True  # evaluation starting, or training again: in detail
                 inst._start_discovery()
             return result
 
@@ -713,6 +716,7 @@ class Instrumentation:
             num_workers=int(getattr(loader, "num_workers", 0) or 0),
             persistent_workers=bool(getattr(loader, "persistent_workers", False)),
         )
+        self.detail = True  # a new pass over data (an epoch, a validation loop): in detail
         self._start_discovery()
 
     # -- keeping the hooks out of copies, pickles, TorchScript and exports --------------------

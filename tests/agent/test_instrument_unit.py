@@ -496,12 +496,11 @@ def test_a_forward_after_the_fast_steps_is_recorded_in_detail(clocked: Any) -> N
     timed_steps(model, opt, clock, 50, step_ns=1_000_000)
     assert not inst.detail  # the next step would be light
     recorded = len(agent.forwards())
-    clock.now += 50_000_000  # validation, after the loop: a forward with autograd on
-    model.eval()
+    clock.now += 50_000_000  # a forward long after the loop's last step, still in train mode
     model(torch.randn(4, 8))
     forwards = agent.forwards()
     assert len(forwards) == recorded + 1
-    assert not forwards[-1]["training"] and forwards[-1]["grad"]
+    assert forwards[-1]["training"] and forwards[-1]["grad"]
 
 
 def test_a_light_forward_still_marks_the_phase_and_a_caught_oom(clocked: Any) -> None:
@@ -530,3 +529,19 @@ def test_a_light_forward_still_marks_the_phase_and_a_caught_oom(clocked: Any) ->
     with pytest.raises(RuntimeError, match="can't allocate memory"):
         model(torch.randn(4, 8))
     assert not inst.detail and agent.of("exception")[0]["where"] == "forward"
+
+
+def test_an_eval_loop_right_after_the_fast_steps_is_recorded_in_detail(clocked: Any) -> None:
+    inst, agent, clock = clocked
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), 0.01)
+    timed_steps(model, opt, clock, 50, step_ns=1_000_000)
+    assert not inst.detail
+    recorded = len(agent.forwards())
+    model.eval()  # at once: no time passes on the clock
+    loader = torch.utils.data.DataLoader(torch.randn(12, 8), batch_size=4)
+    for batch in loader:
+        model(batch)
+    forwards = agent.forwards()
+    assert len(forwards) == recorded + 3
+    assert not any(f["training"] for f in forwards[recorded:])
