@@ -11,7 +11,8 @@ agent thread.
 
 * Blocks of steps run alternately with the instrumentation installed and uninstalled, in
   one process (same model, same data); the per-step difference of the block medians, in
-  wall time and in the thread's CPU time, is the instrumentation's cost per step, as a
+  wall time and in the thread's CPU time, is the instrumentation's cost per step ("paired
+  cost": the median difference between each block and the other mode's next to it), as a
   profiled run pays it: past the first steps, steps closer together than
   instrument.DETAIL_EVERY_NS are recorded in detail one per DETAIL_EVERY_NS, the others light.
   The same blocks then run with every step in detail: the cost of one detailed step.
@@ -207,6 +208,10 @@ def summarize(blocks: dict[str, list[tuple[float, float]]]) -> dict[str, float]:
         out[f"{label}_on_us"] = on / 1e3
         out[f"{label}_cost_us"] = (on - off) / 1e3
         out[f"{label}_ratio"] = on / off
+        # Each block against the other mode's block run next to it: a machine whose speed
+        # drifts by more than the cost between blocks moves both alike.
+        paired = [a[k] - b[k] for a, b in zip(blocks["on"], blocks["off"], strict=True)]
+        out[f"{label}_paired_cost_us"] = statistics.median(paired) / 1e3
     return out
 
 
@@ -222,7 +227,7 @@ def block_steps(step: Callable[[], None], opts: argparse.Namespace) -> int:
 
 def cost_table(cost: dict[str, float], what: str) -> None:
     print_table(
-        [f"per {what}", "uninstrumented", "instrumented", "cost", "ratio"],
+        [f"per {what}", "uninstrumented", "instrumented", "cost", "ratio", "paired cost"],
         [
             [
                 label,
@@ -230,6 +235,7 @@ def cost_table(cost: dict[str, float], what: str) -> None:
                 cost[f"{label}_on_us"],
                 cost[f"{label}_cost_us"],
                 cost[f"{label}_ratio"],
+                cost[f"{label}_paired_cost_us"],
             ]
             for label in ("wall", "cpu")
         ],
