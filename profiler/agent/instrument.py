@@ -492,9 +492,11 @@ class Instrumentation:
         self.phase = "optimizer"
 
     def _step_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        self._step_depth = max(0, self._step_depth - 1)
-        if self._step_depth:
+        depth = self._step_depth - 1
+        if depth > 0:
+            self._step_depth = depth
             return
+        self._step_depth = 0
         self.steps += 1
         end = _now()
         if self._cleared != CLEARED_ZERO_GRAD:
@@ -503,29 +505,13 @@ class Instrumentation:
             during = self._cleared_how(optimizer)
             if during == CLEARED_ZERO_GRAD or self._cleared == CLEARED_NONE:
                 self._cleared = during
-        rss = -1
-        memory_due = end - self._rss_read_at >= (
-            RSS_EVERY_NS if self.detail else LIGHT_RSS_EVERY_NS
+        detail = self.detail
+        # A light step reads memory only every LIGHT_RSS_EVERY_NS: mostly a row of -1s.
+        memory = (
+            self._step_memory(optimizer, end, detail)
+            if detail or end - self._rss_read_at >= LIGHT_RSS_EVERY_NS
+            else _NOT_READ
         )
-        if memory_due:
-            self._rss_read_at = end
-            read = self._rss()
-            rss = -1 if read is None else read
-        # A light step reads the CUDA counters only when the RSS is due too.
-        cuda = self._cuda_state() if (self.detail or memory_due) and self._cuda_in_use() else None
-        if cuda is not None:
-            gpu = tuple(cuda.get(k, -1) for k in _STEP_CUDA_FIELDS)
-            device = cuda.get("device", -1)
-        else:
-            gpu, device = _NO_CUDA, -1
-        # Mostly not due: the time check is made here, _breakdown is called only to measure.
-        due = self._breakdowns.get(id(optimizer))
-        breakdown = (
-            self._breakdown(optimizer, end)
-            if due is None or due[1] < BREAKDOWN_WARMUP_STEPS or end >= due[0]
-            else None
-        )
-        sizes = _NOT_MEASURED if breakdown is None else _breakdown_row(breakdown)
         agent = self.agent
         agent.row(
             STEP_TABLE,
@@ -535,14 +521,11 @@ class Instrumentation:
                 self.steps,
                 agent.name_id(type(optimizer).__name__),
                 self._cleared,
-                rss,
-                device,
-                *gpu,
-                *sizes,
+                *memory,
             ),
         )
         self._zero_grad_called = False
-        self._remember_grads(optimizer)
+        self._remember_grads(optimizer, 4 if detail else 1)
         self.phase = None
         self._choose_detail(end)
         if self._discovery:
@@ -552,6 +535,29 @@ class Instrumentation:
         if self._heap_between_iterations is not None:
             self._heap_between_iterations()
         self.censuses.at_boundary(OPTIMIZER_STEPS, self.steps)
+
+    def _step_memory(self, optimizer: Any, end: int, detail: bool) -> Tuple[int, ...]:
+        """The step row's memory columns: the RSS (when due), the CUDA counters and, on a
+        detailed step, the breakdown when due; -1 for each not read."""
+        rss = -1
+        if end - self._rss_read_at >= (RSS_EVERY_NS if detail else LIGHT_RSS_EVERY_NS):
+            self._rss_read_at = end
+            read = self._rss()
+            rss = -1 if read is None else read
+        cuda = self._cuda_state() if self._cuda_in_use() else None
+        if cuda is not None:
+            gpu = tuple(cuda.get(k, -1) for k in _STEP_CUDA_FIELDS)
+            device = cuda.get("device", -1)
+        else:
+            gpu, device = _NO_CUDA, -1
+        breakdown = None
+        if detail:
+            # Mostly not due: the time check is made here, _breakdown is called only to measure.
+            due = self._breakdowns.get(id(optimizer))
+            if due is None or due[1] < BREAKDOWN_WARMUP_STEPS or end >= due[0]:
+                breakdown = self._breakdown(optimizer, end)
+        sizes = _NOT_MEASURED if breakdown is None else _breakdown_row(breakdown)
+        return (rss, device, *gpu, *sizes)
 
     def _choose_detail(self, end: int) -> None:
         """Whether the next step is recorded in detail (see DETAIL_EVERY_NS)."""
@@ -589,17 +595,19 @@ class Instrumentation:
                 return CLEARED_GRAD_REPLACED  # set to None (or replaced) and recomputed
         return CLEARED_NONE
 
-    def _remember_grads(self, optimizer: Any) -> None:
-        """Weak references to (up to) four parameters' gradients, for _cleared_how.
+    def _remember_grads(self, optimizer: Any, watched: int) -> None:
+        """Weak references to (up to) `watched` parameters' gradients, for _cleared_how.
 
         The parameters are the first four with a gradient, found once per optimizer and
-        looked for again only when one of them is gone or has none.
+        looked for again only when one of them is gone or has none. A light step watches the
+        first of them only: clearing by zero_grad or by setting .grad to None (by hand or by
+        a framework) replaces every gradient alike.
         """
         key = id(optimizer)
         params = self._watched_params.get(key)
         if params is not None:
             refs = []
-            for param_ref in params:
+            for param_ref in params[:watched]:
                 param = param_ref()
                 grad = None if param is None else param.grad
                 if grad is None:
@@ -984,6 +992,7 @@ _STEP_CUDA_FIELDS = (
 )
 _NO_CUDA = (-1,) * len(_STEP_CUDA_FIELDS)
 _NOT_MEASURED = (-1,) * 6
+_NOT_READ = (-1, -1, *_NO_CUDA, *_NOT_MEASURED)  # a light step row's memory columns
 
 
 def _breakdown_row(breakdown: Dict[str, Dict[str, int]]) -> Tuple[int, ...]:

@@ -424,12 +424,12 @@ def timed_steps(
     clear: str = "zero_grad",
 ) -> None:
     """Training steps `step_ns` apart on the clock; gradients cleared by `clear`: zero_grad,
-    set_to_none (by hand) or none."""
-    for _ in range(steps):
+    set_to_none (by hand), set_to_none before every other step only ("alternate"), or none."""
+    for i in range(steps):
         clock.now += step_ns
         if clear == "zero_grad":
             opt.zero_grad()
-        elif clear == "set_to_none":
+        elif clear == "set_to_none" or (clear == "alternate" and i % 2 == 0):
             for p in model.parameters():
                 p.grad = None
         model(torch.randn(4, 8)).sum().backward()
@@ -487,6 +487,17 @@ def test_light_steps_still_tell_how_the_gradients_were_cleared(
     timed_steps(model, opt, clock, 60, step_ns=1_000_000, clear=clear)
     cleared = [s["cleared"] for s in agent.steps()]
     assert cleared == ["first_step"] + [expected] * 59
+
+
+def test_light_steps_see_gradients_cleared_before_every_other_step_only(clocked: Any) -> None:
+    _, agent, clock = clocked
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), 0.01)
+    timed_steps(model, opt, clock, 60, step_ns=1_000_000, clear="alternate")
+    cleared = [s["cleared"] for s in agent.steps()]
+    assert cleared == ["first_step"] + [
+        "grad_replaced" if i % 2 == 0 else None for i in range(1, 60)
+    ]
 
 
 def test_a_forward_after_the_fast_steps_is_recorded_in_detail(clocked: Any) -> None:
