@@ -15,7 +15,12 @@ agent thread.
   cost": the median difference between each block and the other mode's next to it), as a
   profiled run pays it: past the first steps, steps closer together than
   instrument.DETAIL_EVERY_NS are recorded in detail one per DETAIL_EVERY_NS, the others light.
-  The same blocks then run with every step in detail: the cost of one detailed step.
+  The same blocks then run with every step in detail (the cost of a detailed step) and
+  with every step light (past each block's untimed first step). "min cost" is the fastest
+  instrumented block less the fastest plain one: other work on the machine only adds time,
+  so with many short blocks (`--blocks 60 --block-steps 25`) it comes closest to the
+  undisturbed cost. From the min costs of those two it prints what a long run pays per step
+  at the workload's step time: light + (step time / DETAIL_EVERY_NS) x (detailed - light).
 * `--per-hook` then runs again with a timer around every hook and helper, and reports the
   time spent in each per call (mean and median) and per step. The timers add about a
   microsecond per call of their own, and nested helpers are also counted in their caller.
@@ -199,6 +204,25 @@ def run_blocks(
     return blocks
 
 
+NEVER_NS = 10**18  # DETAIL_EVERY_NS that no run reaches: every step past the warm-up light
+
+
+def run_with_detail_every(
+    every_ns: int,
+    step: Callable[[], None],
+    inst: Any,
+    opts: argparse.Namespace,
+    calls: int,
+) -> dict[str, list[tuple[float, float]]]:
+    """run_blocks with instrument.DETAIL_EVERY_NS set to every_ns for the duration."""
+    sampled = instrument.DETAIL_EVERY_NS
+    instrument.DETAIL_EVERY_NS = every_ns
+    try:
+        return run_blocks(step, inst, opts, calls, None)
+    finally:
+        instrument.DETAIL_EVERY_NS = sampled
+
+
 def summarize(blocks: dict[str, list[tuple[float, float]]]) -> dict[str, float]:
     out = {}
     for k, label in ((0, "wall"), (1, "cpu")):
@@ -212,6 +236,11 @@ def summarize(blocks: dict[str, list[tuple[float, float]]]) -> dict[str, float]:
         # drifts by more than the cost between blocks moves both alike.
         paired = [a[k] - b[k] for a, b in zip(blocks["on"], blocks["off"], strict=True)]
         out[f"{label}_paired_cost_us"] = statistics.median(paired) / 1e3
+        # The fastest block of each mode: other work on the machine only ever adds time, so
+        # with many short blocks the minima come closest to the undisturbed cost.
+        fastest_on = min(b[k] for b in blocks["on"])
+        fastest_off = min(b[k] for b in blocks["off"])
+        out[f"{label}_min_cost_us"] = (fastest_on - fastest_off) / 1e3
     return out
 
 
@@ -227,7 +256,15 @@ def block_steps(step: Callable[[], None], opts: argparse.Namespace) -> int:
 
 def cost_table(cost: dict[str, float], what: str) -> None:
     print_table(
-        [f"per {what}", "uninstrumented", "instrumented", "cost", "ratio", "paired cost"],
+        [
+            f"per {what}",
+            "uninstrumented",
+            "instrumented",
+            "cost",
+            "ratio",
+            "paired cost",
+            "min cost",
+        ],
         [
             [
                 label,
@@ -236,6 +273,7 @@ def cost_table(cost: dict[str, float], what: str) -> None:
                 cost[f"{label}_cost_us"],
                 cost[f"{label}_ratio"],
                 cost[f"{label}_paired_cost_us"],
+                cost[f"{label}_min_cost_us"],
             ]
             for label in ("wall", "cpu")
         ],
@@ -264,17 +302,24 @@ def main() -> int:
     cost = summarize(blocks)
     cost_table(cost, "step")
     # Every step in detail (forward and backward spans, CUDA counters), as the first
-    # DETAIL_WARMUP_STEPS and any step DETAIL_EVERY_NS or more after the last detailed one.
+    # DETAIL_WARMUP_STEPS and any step DETAIL_EVERY_NS or more after the last detailed one;
+    # then every step light (but each block's untimed first step, which follows a pause).
     sampled_every_ns = instrument.DETAIL_EVERY_NS
-    instrument.DETAIL_EVERY_NS = 0
-    try:
-        first_id = inst._forward_ids
-        detailed_blocks = run_blocks(step, inst, opts, steps, None)
-        forwards_per_step = (inst._forward_ids - first_id) / (opts.blocks * (steps + 1))
-    finally:
-        instrument.DETAIL_EVERY_NS = sampled_every_ns
+    first_id = inst._forward_ids
+    detailed_blocks = run_with_detail_every(0, step, inst, opts, steps)
+    forwards_per_step = (inst._forward_ids - first_id) / (opts.blocks * (steps + 1))
     detailed_cost = summarize(detailed_blocks)
     cost_table(detailed_cost, "detailed step")
+    light_cost = summarize(run_with_detail_every(NEVER_NS, step, inst, opts, steps))
+    cost_table(light_cost, "light step")
+    # What a long run pays per step at this step time, from the two (min costs): steadier on
+    # a noisy machine than the sampled blocks, whose few detailed steps fall unevenly.
+    share = min(1.0, cost["wall_off_us"] * 1e3 / sampled_every_ns)
+    modelled = {
+        label: light_cost[f"{label}_min_cost_us"]
+        + share * (detailed_cost[f"{label}_min_cost_us"] - light_cost[f"{label}_min_cost_us"])
+        for label in ("wall", "cpu")
+    }
     # The model's forward alone (autograd on, no backward): the hooks of one outermost
     # forward, with torch's slower call path for a hooked module and the gradient hook.
     forward_blocks = run_blocks(forward, inst, opts, steps, None, warm=4)
@@ -285,8 +330,15 @@ def main() -> int:
         f"module's); cost per step {cost['wall_cost_us']:.1f} us wall, "
         f"{cost['cpu_cost_us']:.1f} us CPU (one step in detail per "
         f"{sampled_every_ns / 1e6:g} ms); per detailed step "
-        f"{detailed_cost['wall_cost_us']:.1f} us wall; per forward "
+        f"{detailed_cost['wall_cost_us']:.1f} us wall; per light step "
+        f"{light_cost['wall_cost_us']:.1f} us wall; per forward "
         f"{forward_cost['wall_cost_us']:.1f} us wall, {forward_cost['cpu_cost_us']:.1f} us CPU"
+    )
+    print(
+        f"per step of a long run, from the min costs (light + {share:.4f} x (detailed - "
+        f"light)): {modelled['wall']:.1f} us wall, {modelled['cpu']:.1f} us CPU, "
+        f"{100 * modelled['wall'] / cost['wall_off_us']:.2f} % of the "
+        f"{cost['wall_off_us'] / 1e3:.2f} ms step"
     )
     hooks: dict[str, dict[str, float]] = {}
     if opts.per_hook:
@@ -343,6 +395,8 @@ def main() -> int:
             "settings": {**vars(opts), "block_steps": steps, "shape": shape(opts)},
             "per_step": cost,
             "per_detailed_step": detailed_cost,
+            "per_light_step": light_cost,
+            "per_step_modelled_us": modelled,
             "detail_every_ns": sampled_every_ns,
             "per_forward": forward_cost,
             "forwards_per_step": forwards_per_step,
