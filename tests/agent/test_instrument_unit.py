@@ -556,3 +556,28 @@ def test_an_eval_loop_right_after_the_fast_steps_is_recorded_in_detail(clocked: 
     forwards = agent.forwards()
     assert len(forwards) == recorded + 3
     assert not any(f["training"] for f in forwards[recorded:])
+
+
+def test_light_steps_read_the_cuda_counters_with_the_rss(
+    clocked: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, agent, clock = clocked
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(
+        torch._C, "_cuda_attach_out_of_memory_observer", lambda observer: None, raising=False
+    )
+    agent.reader = SimpleNamespace(read=lambda device: {"allocated": 7, "reserved": 9})
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), 0.01)
+    timed_steps(model, opt, clock, 60, step_ns=1_000_000)
+    steps = agent.steps()
+    warmup = instrument.DETAIL_WARMUP_STEPS
+    # Detailed steps read the counters every step, light ones only with the RSS.
+    assert all(s["allocated"] == 7 and s["device"] == 0 for s in steps[:warmup])
+    for s in steps[warmup:]:
+        read = s["rss"] > 0
+        assert (s["device"], s["allocated"], s["reserved"]) == ((0, 7, 9) if read else (-1,) * 3)
+    assert sum(s["rss"] > 0 for s in steps[warmup:]) == 50 // (
+        instrument.LIGHT_RSS_EVERY_NS // 1_000_000
+    )
