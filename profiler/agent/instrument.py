@@ -140,7 +140,8 @@ class Instrumentation:
         self._backward_forwards: List[int] = []
         self._zero_grad_called = False
         self._grad_refs: Dict[int, List[Tuple[Any, Any]]] = {}
-        self._watched_params: Dict[int, List[Any]] = {}  # optimizer id -> parameters' refs
+        # optimizer id -> (the optimizer, its watched parameters), all weak references
+        self._watched_params: Dict[int, Tuple[Any, List[Any]]] = {}
         # optimizer id -> (when the next breakdown is due, breakdowns so far)
         self._breakdowns: Dict[int, Tuple[int, int]] = {}
         self._datasets: "weakref.WeakKeyDictionary[Any, List[int]]" = weakref.WeakKeyDictionary()
@@ -149,7 +150,7 @@ class Instrumentation:
         self._cleared = CLEARED_NONE
         self._statm: Optional[int] = None
         self._page_size = 0  # read with the first RSS
-        self._rss_read_at = -RSS_EVERY_NS - LIGHT_RSS_EVERY_NS  # the step rows' last RSS
+        self._rss_read_at = -LIGHT_RSS_EVERY_NS  # the step rows' last RSS: due at the first
         # Sampled detail (DETAIL_EVERY_NS): whether the current step is recorded in detail, when
         # the last detailed one was chosen, the last step's end and the time between two ends.
         self.detail = True
@@ -506,11 +507,10 @@ class Instrumentation:
             if during == CLEARED_ZERO_GRAD or self._cleared == CLEARED_NONE:
                 self._cleared = during
         detail = self.detail
-        # A light step reads memory only every LIGHT_RSS_EVERY_NS: mostly a row of -1s.
+        rss_due = end - self._rss_read_at >= (RSS_EVERY_NS if detail else LIGHT_RSS_EVERY_NS)
+        # A light step reads memory only with the RSS: mostly a row of -1s.
         memory = (
-            self._step_memory(optimizer, end, detail)
-            if detail or end - self._rss_read_at >= LIGHT_RSS_EVERY_NS
-            else _NOT_READ
+            self._step_memory(optimizer, end, detail, rss_due) if detail or rss_due else _NOT_READ
         )
         agent = self.agent
         agent.row(
@@ -536,11 +536,13 @@ class Instrumentation:
             self._heap_between_iterations()
         self.censuses.at_boundary(OPTIMIZER_STEPS, self.steps)
 
-    def _step_memory(self, optimizer: Any, end: int, detail: bool) -> Tuple[int, ...]:
+    def _step_memory(
+        self, optimizer: Any, end: int, detail: bool, rss_due: bool
+    ) -> Tuple[int, ...]:
         """The step row's memory columns: the RSS (when due), the CUDA counters and, on a
         detailed step, the breakdown when due; -1 for each not read."""
         rss = -1
-        if end - self._rss_read_at >= (RSS_EVERY_NS if detail else LIGHT_RSS_EVERY_NS):
+        if rss_due:
             self._rss_read_at = end
             read = self._rss()
             rss = -1 if read is None else read
@@ -604,10 +606,11 @@ class Instrumentation:
         a framework) replaces every gradient alike.
         """
         key = id(optimizer)
-        params = self._watched_params.get(key)
-        if params is not None:
+        watching = self._watched_params.get(key)
+        # (An optimizer freed and a new one at its address would otherwise inherit its list.)
+        if watching is not None and watching[0]() is optimizer:
             refs = []
-            for param_ref in params[:watched]:
+            for param_ref in watching[1][:watched]:
                 param = param_ref()
                 grad = None if param is None else param.grad
                 if grad is None:
@@ -626,7 +629,7 @@ class Instrumentation:
             if len(refs) >= 4:
                 break
         self._grad_refs[key] = refs
-        self._watched_params[key] = [param_ref for param_ref, _ in refs]
+        self._watched_params[key] = (weakref.ref(optimizer), [param for param, _ in refs])
 
     def _breakdown(self, optimizer: Any, now: int) -> Optional[Dict[str, Dict[str, int]]]:
         next_at, measured = self._breakdowns.get(id(optimizer), (0, 0))
