@@ -9,7 +9,9 @@ it names one, its first place in the code (file and line) are the same.
 A change counts as significant when it is at least SIGNIFICANT_SHARE of the value before and
 SIGNIFICANT_BYTES in size (peaks; SIGNIFICANT_BYTES_PER_ITERATION for growth per iteration;
 time per iteration: SIGNIFICANT_SECONDS_SHARE): two recordings of the same script differ by
-a few percent (allocator and sampling timing), which this keeps out.
+a few percent (allocator and sampling timing), which this keeps out. A number that only one
+run has counts when it is at least that floor by itself: a short run of fast steps may read
+the RSS too seldom to fit a growth, and a few bytes per iteration against none is no change.
 """
 
 from __future__ import annotations
@@ -57,15 +59,22 @@ class Change:
 
     @property
     def significant(self) -> bool:
-        delta = self.absolute
-        if delta is None:
-            return self.before != self.after
-        if self.kind == "seconds":
-            relative = self.relative
-            return relative is not None and abs(relative) >= SIGNIFICANT_SECONDS_SHARE
+        if self.before is None and self.after is None:
+            return False
         floor = (
             SIGNIFICANT_BYTES_PER_ITERATION if self.kind == "bytes/iteration" else SIGNIFICANT_BYTES
         )
+        delta = self.absolute
+        if delta is None:
+            # One run has the number and the other does not tell it (a device only one run
+            # used, too few steps with the RSS read to fit a growth): a change from nothing,
+            # which matters only when the number itself is as large as a significant change.
+            present = self.before if self.before is not None else self.after
+            assert present is not None
+            return self.kind == "seconds" or abs(present) >= floor
+        if self.kind == "seconds":
+            relative = self.relative
+            return relative is not None and abs(relative) >= SIGNIFICANT_SECONDS_SHARE
         if abs(delta) < floor:
             return False
         relative = self.relative

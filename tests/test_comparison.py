@@ -56,6 +56,12 @@ def test_small_changes_are_noise_large_ones_are_not() -> None:
     assert Change("growth", 0.0, 1 * MiB, "bytes/iteration").significant
     assert not Change("time", 0.100, 0.105, "seconds").significant
     assert Change("only after", None, 2 * GiB, "bytes").significant
+    assert not Change("only after", None, 1 * MiB, "bytes").significant  # below the floor
+    assert Change("growth only before", 1 * MiB, None, "bytes/iteration").significant
+    # one run read the RSS too seldom to fit a growth; the other fitted 67 bytes/iteration
+    assert not Change("growth only after", None, 67.2, "bytes/iteration").significant
+    assert Change("time only after", None, 0.1, "seconds").significant
+    assert not Change("in neither", None, None, "bytes").significant
 
 
 def test_gpu_peaks_compare_per_device_and_a_run_without_cuda_has_none() -> None:
