@@ -2,14 +2,49 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtGui import QColor
 
 from profiler.units import unit_for
 
 
+def blend(color: QColor, background: QColor, share: float) -> QColor:
+    """`color` laid at `share` (0-1) of its strength over `background`, as one opaque colour."""
+    return QColor.fromRgbF(
+        color.redF() * share + background.redF() * (1 - share),
+        color.greenF() * share + background.greenF() * (1 - share),
+        color.blueF() * share + background.blueF() * (1 - share),
+    )
+
+
 class ByteAxis(pg.AxisItem):
-    """A y axis in B / KiB / MiB / GiB with ticks on round numbers of that unit."""
+    """A y axis in B / KiB / MiB / GiB with ticks on round numbers of that unit.
+
+    Its grid lines are opaque, in the colour the translucent ones would have on
+    `grid_background` (the plot's background), and the axis lies below the plot's data
+    (timeline.py), so the curves cross over them: a translucent line is blended pixel by
+    pixel, which in software rendering made this axis cost 2.7 ms of every live frame at
+    1600x1000, and 0.8 ms opaque.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.grid_background: QColor | None = None
+
+    def generateDrawSpecs(self, p: Any) -> Any:
+        specs = super().generateDrawSpecs(p)
+        if specs is None or self.grid is False or self.grid_background is None:
+            return specs
+        axis, ticks, texts = specs
+        opaque = []
+        for pen, start, end in ticks:
+            color = pen.color()
+            solid = pg.mkPen(blend(color, self.grid_background, color.alphaF()), width=pen.widthF())
+            opaque.append((solid, start, end))
+        return axis, opaque, texts
 
     def tickSpacing(self, minVal: float, maxVal: float, size: float) -> list[tuple[float, float]]:
         span = maxVal - minVal

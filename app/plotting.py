@@ -19,6 +19,12 @@ from profiler.profile.series import Series
 
 LEVEL_FACTOR = 4
 MIN_LEVEL_POINTS = 2048  # a curve is thinned into levels once it holds this many points
+# While a run goes on, a curve whose view holds LIVE_MIN_SAMPLES_PER_PIXEL samples per pixel
+# or more is handed, for its complete blocks of LIVE_FACTOR rows, each block's lowest and
+# highest value: a quarter of the points, which pyqtgraph's peak downsampling then takes to
+# two per pixel as it would the samples themselves.
+LIVE_FACTOR = 8
+LIVE_MIN_SAMPLES_PER_PIXEL = 2 * LIVE_FACTOR
 
 HIDDEN_LABEL = "#9a9a9a"  # a legend entry whose curve the user hid, until a palette is set
 LEGEND_POINTS = 8.0  # the entries' names
@@ -30,15 +36,15 @@ TITLE_GAP = 14  # between the title and the first entry
 ROW_SPACING = 2
 
 
-def _fold(values: np.ndarray, op: np.ufunc) -> np.ndarray:
-    """`op` (np.minimum, np.maximum) over each block of LEVEL_FACTOR consecutive values, a
+def _fold(values: np.ndarray, op: np.ufunc, factor: int = LEVEL_FACTOR) -> np.ndarray:
+    """`op` (np.minimum, np.maximum) over each block of `factor` consecutive values, a
     partial last block left out. Elementwise over strided views: ten times faster than
     reshape(-1, 4).min(axis=1), which numpy reduces one four-value row at a time (95 ms for
     the curves of a 10-minute run at 1 kHz, in the frame that ends the run)."""
-    end = len(values) // LEVEL_FACTOR * LEVEL_FACTOR
-    out: np.ndarray = op(values[0:end:LEVEL_FACTOR], values[1:end:LEVEL_FACTOR])
-    for offset in range(2, LEVEL_FACTOR):
-        op(out, values[offset:end:LEVEL_FACTOR], out=out)
+    end = len(values) // factor * factor
+    out: np.ndarray = op(values[0:end:factor], values[1:end:factor])
+    for offset in range(2, factor):
+        op(out, values[offset:end:factor], out=out)
     return out
 
 
@@ -50,7 +56,9 @@ class Curve:
     of the buffers clipped to the visible range. While a run goes on, pyqtgraph is handed
     only the points from `live_from` on: it takes the bounds of every point it holds at each
     update, so the whole buffer of a long run at 1 kHz would make each frame slower the longer
-    the run goes (78 ms after 10 minutes).
+    the run goes (78 ms after 10 minutes). Where those points are many to a pixel (a minute
+    in view at 1 kHz: about fifty), it is handed the live level instead (LIVE_FACTOR): the
+    bounds, downsampling and updates of pyqtgraph's then cost a quarter.
     """
 
     def __init__(self, item: pg.PlotDataItem) -> None:
@@ -59,6 +67,11 @@ class Curve:
         self.source_rows = 0  # rows of the source table already taken in
         self.levels: list[tuple[int, np.ndarray, np.ndarray]] = []
         self.live_from = -np.inf  # the earliest time handed to pyqtgraph while a run goes on
+        # The view's seconds per pixel while a run goes on (0: not known, the samples shown).
+        self.live_seconds_per_pixel = 0.0
+        # Per complete block of LIVE_FACTOR rows: (its first time, its lowest value) and (its
+        # first time, its highest value), kept up to date as rows arrive.
+        self._live_level = ColumnStore({"x": np.float64, "y": np.float64})
 
     @property
     def n(self) -> int:
@@ -77,20 +90,60 @@ class Curve:
         self.source_rows = 0
         self.levels = []
         self.live_from = -np.inf
+        self._live_level = ColumnStore({"x": np.float64, "y": np.float64})
         self.item.setData([], [])
 
-    def clip_live(self, start: float) -> None:
-        """From now on hand pyqtgraph the points from time `start` on (-inf: all of them)."""
-        if start != self.live_from:
+    def clip_live(self, start: float, seconds_per_pixel: float | None = None) -> None:
+        """From now on hand pyqtgraph the points from time `start` on (-inf: all of them), for
+        a view of `seconds_per_pixel` (None: as before)."""
+        if seconds_per_pixel is None:
+            seconds_per_pixel = self.live_seconds_per_pixel
+        if start != self.live_from or seconds_per_pixel != self.live_seconds_per_pixel:
             self.live_from = start
+            self.live_seconds_per_pixel = seconds_per_pixel
             if self.n:
                 self._show_live()
 
     def _show_live(self) -> None:
+        x, y = self.x, self.y
         first = 0
         if self.live_from > -np.inf:
-            first = max(0, int(np.searchsorted(self.x, self.live_from)) - 1)
-        self.item.setData(self.x[first:], self.y[first:])
+            first = max(0, int(np.searchsorted(x, self.live_from)) - 1)
+        if not self._dense(first):
+            self.item.setData(x[first:], y[first:])
+            return
+        start = 2 * (first // LIVE_FACTOR)  # the level's pair of the block holding `first`
+        # The level's blocks, but for the one holding the newest sample: the curve ends on it.
+        blocks = min(len(self._live_level) // 2, (self.n - 1) // LIVE_FACTOR)
+        level_x, level_y = self._live_level.column("x"), self._live_level.column("y")
+        tail = blocks * LIVE_FACTOR
+        self.item.setData(
+            np.concatenate((level_x[start : 2 * blocks], x[tail:])),
+            np.concatenate((level_y[start : 2 * blocks], y[tail:])),
+        )
+
+    def _dense(self, first: int) -> bool:
+        """Whether the points from row `first` on are many to a pixel of the running view."""
+        count = self.n - first
+        if count < 2 * LIVE_MIN_SAMPLES_PER_PIXEL or self.live_seconds_per_pixel <= 0:
+            return False
+        x = self.x
+        span = float(x[-1] - x[first])
+        per_pixel = count / span * self.live_seconds_per_pixel if span > 0 else 0.0
+        return per_pixel >= LIVE_MIN_SAMPLES_PER_PIXEL
+
+    def _extend_live_level(self) -> None:
+        """Fold the complete blocks of LIVE_FACTOR rows that arrived into the live level."""
+        done = len(self._live_level) // 2 * LIVE_FACTOR
+        end = self.n // LIVE_FACTOR * LIVE_FACTOR
+        if end <= done:
+            return
+        x, y = self.x[done:end], self.y[done:end]
+        lows, highs = _fold(y, np.minimum, LIVE_FACTOR), _fold(y, np.maximum, LIVE_FACTOR)
+        self._live_level.append(
+            {"x": np.repeat(x[::LIVE_FACTOR], 2), "y": np.column_stack((lows, highs)).ravel()},
+            2 * len(lows),
+        )
 
     def build_levels(self) -> None:
         """Min/max summaries at 4x, 16x, 64x ... fewer points, for a finished run.
@@ -133,18 +186,48 @@ class Curve:
         if not added:
             return
         self._points.append({"x": x, "y": y}, added)
+        self._extend_live_level()
         self._show_live()
 
 
-def make_curve(
-    plot: pg.PlotItem, series: Series, style: Qt.PenStyle | None = None
-) -> pg.PlotDataItem:
+class CurveItem(pg.PlotDataItem):
+    """pyqtgraph's curve, whose redraw for a new x range can wait for the frame's new points.
+
+    A frame that follows a running run moves the view and hands each curve its new points,
+    and pyqtgraph rebuilds a curve's display data (clipped to the view and downsampled) at
+    each: twice a frame. While `waits` is set, a change of the view's range only marks the
+    curve for a rebuild, which its next setData does, or else end_wait.
+    """
+
+    waits = False  # set by the timeline around a range change that new points follow
+    stale = False  # the view's range changed while waiting
+
+    def viewRangeChanged(self, vb: Any = None, ranges: Any = None, changed: Any = None) -> None:
+        if self.waits:
+            self.stale = True
+            return
+        super().viewRangeChanged(vb, ranges, changed)
+
+    def setData(self, *args: Any, **kwargs: Any) -> None:
+        self.stale = False  # the display data is rebuilt for the view as it is now
+        super().setData(*args, **kwargs)
+
+    def end_wait(self) -> None:
+        """Stop waiting; rebuild now if the range changed and no new points came since."""
+        self.waits = False
+        if self.stale:
+            self.stale = False
+            super().viewRangeChanged()
+
+
+def make_curve(plot: pg.PlotItem, series: Series, style: Qt.PenStyle | None = None) -> CurveItem:
     # One-pixel pens: wider ones are drawn segment by segment, several times slower in
     # software rendering, which decides whether a long run pans at 30 frames per second.
     if style is None:
         style = Qt.PenStyle.DashLine if series.dashed else Qt.PenStyle.SolidLine
     pen = pg.mkPen(color=series.color, width=1, style=style)
-    item = plot.plot(name=series.label, pen=pen, skipFiniteCheck=True)
+    item = CurveItem(name=series.label, pen=pen, skipFiniteCheck=True)
+    plot.addItem(item)
     item.setDownsampling(auto=True, method="peak")
     item.setClipToView(True)
     return item

@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.axes import ByteAxis
+from app.axes import ByteAxis, blend
 from app.eventlane import EventLane
 from app.jobview import (
     WHOLE_JOB,
@@ -171,6 +171,8 @@ class TimelineView(QWidget):
         axis.setWidth(72)
         plot = self.graphics.addPlot(row=row, col=0, axisItems={"left": axis})
         plot.showGrid(x=False, y=True, alpha=0.15)
+        # Below the data (pyqtgraph puts axes above it): the curves cross the opaque grid.
+        axis.setZValue(-200)
         plot.setMouseEnabled(x=True, y=False)
         plot.enableAutoRange(axis="y")
         plot.setAutoVisible(y=True)
@@ -305,19 +307,31 @@ class TimelineView(QWidget):
             for curve in self.curves.values():
                 curve.reset()
         self._sync_process_choice()
-        if self.running and self.follow:
-            self._trim_live()
-        self._refresh_ram(profile)
-        if self.whole_job and self.job is not None:
-            self.job_curves.refresh(self.job)
-            self._show_gpu(self.job_curves.uses_gpu(self.job))
-        else:
-            self._refresh_gpu(profile)
+        following = self.running and self.follow
+        # Following the run, the view moves first and the new points are drawn for it: each
+        # curve's display data is rebuilt once, by its new points (or at the end, without).
+        waiting = [curve.item for curve in self._all_curves()] if following else []
+        for item in waiting:
+            item.waits = True
+        try:
+            if following:
+                self._apply_follow()
+                self._trim_live()
+            self._refresh_ram(profile)
+            if self.whole_job and self.job is not None:
+                self.job_curves.refresh(self.job)
+                self._show_gpu(self.job_curves.uses_gpu(self.job))
+            else:
+                self._refresh_gpu(profile)
+        finally:
+            for item in waiting:
+                item.end_wait()
         self._sync_legends()
         self._limits(profile)
         self.event_lane.refresh(profile, self.job if self.whole_job else None, force)
-        if self.follow and self.running:
-            self._apply_follow()
+        # What pyqtgraph leaves to the paint (the auto range of y) done now: done in the
+        # paint, it moves the view and asks for a second paint of the whole plot area.
+        self.graphics.scene().prepareForPaint()
 
     @property
     def whole_job(self) -> bool:
@@ -512,12 +526,14 @@ class TimelineView(QWidget):
 
     def _trim_live(self) -> None:
         """Following a run: hand the curves only the points from just before the view on.
-        Set before the new rows are taken in, so the update that takes them in is the only
-        one this frame."""
+        Set once the view has moved and before the new rows are taken in, so the update that
+        takes them in is the only one this frame."""
         low, high = self.lane.getViewBox().viewRange()[0]
         start = low - 0.05 * (high - low)
+        per_pixel = self._seconds_per_pixel(low, high)
         for curve in self._all_curves():
             curve.live_from = max(curve.live_from, start)
+            curve.live_seconds_per_pixel = per_pixel
 
     def _clip_live(self, low: float, high: float) -> None:
         """The user moved the view of a running run: hand the curves' points from one view's
@@ -525,9 +541,16 @@ class TimelineView(QWidget):
         widths at a time when it moved ahead."""
         span = high - low
         wanted = low - span
+        per_pixel = self._seconds_per_pixel(low, high)
         for curve in self._all_curves():
-            if wanted < curve.live_from or wanted - curve.live_from > 2 * span:
-                curve.clip_live(wanted)
+            # Zoomed (not panned): the samples per pixel, and so what the curve is handed, change.
+            zoomed = not np.isclose(per_pixel, curve.live_seconds_per_pixel, rtol=0.1)
+            if zoomed or wanted < curve.live_from or wanted - curve.live_from > 2 * span:
+                curve.clip_live(wanted, per_pixel)
+
+    def _seconds_per_pixel(self, low: float, high: float) -> float:
+        """Of the view from `low` to `high`: how many seconds a pixel of the plots holds."""
+        return float((high - low) / max(1.0, self.lane.getViewBox().width()))
 
     def _all_curves(self) -> list[Curve]:
         others = [curve for _plot, curve in self.other_curves]
@@ -617,6 +640,8 @@ class TimelineView(QWidget):
         background = palette.color(QPalette.ColorRole.Base)
         foreground = palette.color(QPalette.ColorRole.Text)
         self.graphics.setBackground(background)
+        for plot in (self.ram_plot, self.gpu_plot):
+            plot.getAxis("left").grid_background = background
         for plot in (self.ram_plot, self.gpu_plot, self.lane):
             for name in ("left", "bottom"):
                 axis = plot.getAxis(name)
@@ -624,11 +649,7 @@ class TimelineView(QWidget):
                 axis.setTextPen(pg.mkPen(foreground))
         self.empty.setColor(QColor(foreground))
         # A hidden curve's name: halfway to the background, greyed on a light or dark base.
-        hidden = QColor(
-            (foreground.red() + background.red()) // 2,
-            (foreground.green() + background.green()) // 2,
-            (foreground.blue() + background.blue()) // 2,
-        )
+        hidden = blend(foreground, background, 0.5)
         for plot in (self.ram_plot, self.gpu_plot):
             plot.legend.set_colors(foreground, hidden)
         self.event_lane.labels.set_background(background)

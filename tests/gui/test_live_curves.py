@@ -1,11 +1,15 @@
 """A long live run costs each frame what one view holds, not the whole run: while the run
-goes on pyqtgraph is handed the points near the view, a view moved back gets its points at
-once, and the finished run is whole."""
+goes on pyqtgraph is handed the points near the view (each block's low and high where they
+are many to a pixel), a view moved back gets its points at once, and the finished run is
+whole."""
 
 from __future__ import annotations
 
 import numpy as np
+import pyqtgraph as pg
+from PySide6.QtWidgets import QApplication
 
+from app.plotting import LIVE_FACTOR, Curve, make_curve
 from app.timeline import FOLLOW_WINDOW_S, TimelineView
 from profiler.profile.model import Profile
 from profiler.profile.series import MAIN_RSS
@@ -54,3 +58,102 @@ def test_a_ten_minute_run_at_1_khz_hands_pyqtgraph_a_view_not_the_run(qtbot) -> 
     drawn = curve.item.xData
     assert float(np.min(drawn)) <= 0.01 and float(np.max(drawn)) >= t - 1.0  # all of it
     assert len(drawn) < curve.n / 100  # from a level: the min and max of blocks of rows
+
+
+def _live_curve(seconds: float) -> tuple[Curve, np.ndarray, np.ndarray]:
+    """A running run's curve of `seconds` at 1 kHz, taken in as frames bring it (a second at
+    a time, never a whole block of the live level), with one sample's spike at 12.3457 s."""
+    x = np.arange(int(seconds * RATE_HZ)) / RATE_HZ
+    y = 100 * MiB + (x % 7) * MiB
+    y[12_345] += 300 * MiB
+    curve = Curve(pg.PlotDataItem())
+    for start in range(0, len(x), 997):
+        curve.extend(x[start : start + 997], y[start : start + 997], start + 997)
+    return curve, x, y
+
+
+def test_a_minute_in_view_at_1_khz_hands_pyqtgraph_each_blocks_low_and_high(qtbot) -> None:  # type: ignore[no-untyped-def]
+    curve, x, y = _live_curve(60.0)
+    curve.clip_live(-np.inf, 60.0 / 1200)  # a minute across 1200 pixels: 50 samples a pixel
+    handed_x, handed_y = curve.item.xData, curve.item.yData
+    assert len(handed_x) < len(x) / 3  # two points per LIVE_FACTOR samples
+    assert handed_y.max() == y.max() and handed_y.min() == y.min()  # the spike is drawn
+    assert handed_x[0] == 0.0 and handed_x[-1] == x[-1] and handed_y[-1] == y[-1]  # up to now
+    assert np.all(np.diff(handed_x) >= 0)
+    # Each block's pair lies between its own samples' low and high.
+    block = 1000 // LIVE_FACTOR
+    start = 2 * block
+    assert handed_x[start] == x[block * LIVE_FACTOR]
+    samples = y[block * LIVE_FACTOR : (block + 1) * LIVE_FACTOR]
+    assert list(handed_y[start : start + 2]) == [samples.min(), samples.max()]
+
+
+def test_a_running_view_zoomed_in_to_seconds_shows_every_sample(qtbot) -> None:  # type: ignore[no-untyped-def]
+    curve, x, y = _live_curve(60.0)
+    curve.clip_live(55.0, 5.0 / 1200)  # five seconds across 1200 pixels: 4 samples a pixel
+    first = int(np.searchsorted(x, 55.0)) - 1
+    assert np.array_equal(curve.item.xData, x[first:])
+    assert np.array_equal(curve.item.yData, y[first:])
+    curve.clip_live(55.0, 60.0 / 1200)  # zoomed out again, from the same place
+    assert len(curve.item.xData) < (len(x) - first) / 3
+
+
+def test_a_timeline_following_a_1_khz_run_zoomed_in_by_the_user_gets_the_samples(qtbot) -> None:  # type: ignore[no-untyped-def]
+    live = profile(ram(1.0, 100 * MiB, interval=1 / RATE_HZ))
+    live.complete = False
+    view = TimelineView()
+    qtbot.addWidget(view)
+    view.resize(1200, 600)
+    view.set_profile(live, running=True)
+    for start in range(1, 120, int(BLOCK_S)):
+        _grow(live, float(start))
+        view.refresh()
+    curve = view.curves[MAIN_RSS.key]
+    followed = len(curve.item.xData)
+    assert followed < FOLLOW_WINDOW_S * RATE_HZ / 3  # a minute in view: the live level
+    view.lane.setXRange(100.0, 101.0, padding=0)  # the user zooms in to one second
+    shown = curve.item.xData
+    assert np.all(np.diff(shown[(shown >= 100.0) & (shown <= 101.0)]) < 1.5 / RATE_HZ)
+
+
+def test_a_curve_waiting_through_a_view_change_is_drawn_for_the_new_view(qtbot) -> None:  # type: ignore[no-untyped-def]
+    widget = pg.PlotWidget()
+    qtbot.addWidget(widget)
+    widget.resize(600, 300)
+    plot = widget.getPlotItem()
+    moved, quiet = (make_curve(plot, MAIN_RSS) for _ in range(2))
+    x = np.arange(0.0, 100.0, 0.01)
+    for item in (moved, quiet):
+        item.setData(x, np.sin(x))
+    plot.setXRange(0.0, 10.0, padding=0)
+    for item in (moved, quiet):
+        item.waits = True
+    plot.setXRange(50.0, 60.0, padding=0)  # the view follows the run ...
+    moved.setData(x, np.cos(x))  # ... one curve gets new points, the other none
+    for item in (moved, quiet):
+        item.end_wait()
+        shown, _ = item.getData()  # what pyqtgraph draws: clipped to the view
+        assert 49.0 <= shown[0] <= 50.0 and 60.0 <= shown[-1] <= 61.0
+    assert np.allclose(moved.getData()[1], np.cos(moved.getData()[0]))
+
+
+def test_new_samples_of_a_followed_run_are_painted_once(qtbot) -> None:  # type: ignore[no-untyped-def]
+    live = profile(ram(1.0, 100 * MiB, interval=1 / RATE_HZ))
+    live.complete = False
+    view = TimelineView()
+    qtbot.addWidget(view)
+    view.resize(1200, 600)
+    view.show()
+    qtbot.waitExposed(view)
+    view.set_profile(live, running=True)
+    paints = []
+    graphics = view.graphics
+    original = type(graphics).paintEvent
+    graphics.paintEvent = lambda event: (paints.append(1), original(graphics, event))
+    for start in range(1, 40, int(BLOCK_S)):
+        _grow(live, float(start))  # the sawtooth's range grows: y's auto range changes
+        view.refresh()
+        paints.clear()
+        for _ in range(5):  # the paint, and any it asks for, are posted events
+            QApplication.processEvents()
+        assert len(paints) == 1
