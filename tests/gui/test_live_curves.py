@@ -157,3 +157,21 @@ def test_new_samples_of_a_followed_run_are_painted_once(qtbot) -> None:  # type:
         for _ in range(5):  # the paint, and any it asks for, are posted events
             QApplication.processEvents()
         assert len(paints) == 1
+
+
+def test_a_finished_runs_levels_keep_every_spike_to_the_last_sample(qtbot) -> None:  # type: ignore[no-untyped-def]
+    curve, x, y = _live_curve(600.003)  # ten minutes at 1 kHz, three rows past a whole block
+    y[-1] = 900 * MiB  # the run's last sample is its highest: it must be drawn at every zoom
+    curve = Curve(pg.PlotDataItem())
+    curve.extend(x, y, len(x))
+    curve.build_levels()
+    factors = [factor for factor, _xs, _ys in curve.levels]
+    assert factors == [LIVE_FACTOR * 4**k for k in range(len(factors))] and len(factors) >= 3
+    for factor, xs, ys in curve.levels:
+        blocks = -(-len(x) // factor)  # the last one partial
+        assert len(xs) == len(ys) == 2 * blocks
+        assert ys.max() == 900 * MiB and ys.min() == y.min()
+        assert np.array_equal(xs[0::2], x[::factor]) and np.array_equal(xs[0::2], xs[1::2])
+        block = 7  # any block: its pair is its rows' lowest and highest
+        rows = y[block * factor : (block + 1) * factor]
+        assert list(ys[2 * block : 2 * block + 2]) == [rows.min(), rows.max()]
