@@ -102,11 +102,9 @@ class Curve:
         self._live_level = ColumnStore({"x": np.float64, "y": np.float64})
         self.item.setData([], [])
 
-    def clip_live(self, start: float, seconds_per_pixel: float | None = None) -> None:
+    def clip_live(self, start: float, seconds_per_pixel: float) -> None:
         """From now on hand pyqtgraph the points from time `start` on (-inf: all of them), for
-        a view of `seconds_per_pixel` (None: as before)."""
-        if seconds_per_pixel is None:
-            seconds_per_pixel = self.live_seconds_per_pixel
+        a view of `seconds_per_pixel`."""
         if start != self.live_from or seconds_per_pixel != self.live_seconds_per_pixel:
             self.live_from = start
             self.live_seconds_per_pixel = seconds_per_pixel

@@ -28,13 +28,22 @@ def _grow(live: Profile, start: float) -> None:
     live.tables["ram"].append(rows)
 
 
-def test_a_ten_minute_run_at_1_khz_hands_pyqtgraph_a_view_not_the_run(qtbot) -> None:  # type: ignore[no-untyped-def]
+def _running_view(qtbot, shown: bool = False) -> tuple[Profile, TimelineView]:  # type: ignore[no-untyped-def]
+    """A timeline 1200x600 showing a run that is going on, one second of 1 kHz samples in."""
     live = profile(ram(1.0, 100 * MiB, interval=1 / RATE_HZ))
     live.complete = False
     view = TimelineView()
     qtbot.addWidget(view)
     view.resize(1200, 600)
+    if shown:
+        view.show()
+        qtbot.waitExposed(view)
     view.set_profile(live, running=True)
+    return live, view
+
+
+def test_a_ten_minute_run_at_1_khz_hands_pyqtgraph_a_view_not_the_run(qtbot) -> None:  # type: ignore[no-untyped-def]
+    live, view = _running_view(qtbot)
     t = 1.0
     while t < MINUTES * 60:
         _grow(live, t)
@@ -99,12 +108,7 @@ def test_a_running_view_zoomed_in_to_seconds_shows_every_sample(qtbot) -> None: 
 
 
 def test_a_timeline_following_a_1_khz_run_zoomed_in_by_the_user_gets_the_samples(qtbot) -> None:  # type: ignore[no-untyped-def]
-    live = profile(ram(1.0, 100 * MiB, interval=1 / RATE_HZ))
-    live.complete = False
-    view = TimelineView()
-    qtbot.addWidget(view)
-    view.resize(1200, 600)
-    view.set_profile(live, running=True)
+    live, view = _running_view(qtbot)
     for start in range(1, 120, int(BLOCK_S)):
         _grow(live, float(start))
         view.refresh()
@@ -138,14 +142,7 @@ def test_a_curve_waiting_through_a_view_change_is_drawn_for_the_new_view(qtbot) 
 
 
 def test_new_samples_of_a_followed_run_are_painted_once(qtbot) -> None:  # type: ignore[no-untyped-def]
-    live = profile(ram(1.0, 100 * MiB, interval=1 / RATE_HZ))
-    live.complete = False
-    view = TimelineView()
-    qtbot.addWidget(view)
-    view.resize(1200, 600)
-    view.show()
-    qtbot.waitExposed(view)
-    view.set_profile(live, running=True)
+    live, view = _running_view(qtbot, shown=True)
     paints = []
     graphics = view.graphics
     original = type(graphics).paintEvent
