@@ -24,9 +24,6 @@ from typing import Any, Optional, Tuple
 
 READ_EVERY_S = 0.05
 MAX_SHARE = 0.01  # of one core: reads come further apart when one costs more than 1 ms
-# Readings between iterations (the optimizer step hook), at most this often: live bytes read
-# there hold no iteration's temporaries, so a steady growth of kept tensors shows plainly.
-BOUNDARY_EVERY_S = 0.2
 
 _FIELDS = (
     "arena",
@@ -47,8 +44,9 @@ class HeapReader:
 
     def __init__(self, mallinfo2: Any) -> None:
         self._mallinfo2 = mallinfo2
-        self.next_at = 0.0
-        self.boundary_at = 0.0
+        self.next_at = 0.0  # when the agent thread's periodic reading is due
+        self._boundary_at = 0.0  # when the next reading between iterations may be taken
+        self._boundary_seen_at = -1.0  # the last time an iteration ended, read or not
 
     @classmethod
     def open(cls) -> Optional["HeapReader"]:
@@ -73,7 +71,20 @@ class HeapReader:
         return int(info.uordblks) + int(info.hblkhd), int(info.fordblks)
 
     def due(self, now: float) -> bool:
-        return now >= self.next_at
+        """Whether the periodic reading is due now; it waits while iterations end often.
+
+        Live bytes read between iterations hold no iteration's temporaries, so a steady growth
+        of kept tensors shows plainly in them, where the periodic readings catch temporaries at
+        random. So while iterations end less than two reading intervals apart, the readings are
+        left to boundary_row: no more readings than before, each one telling more, and enough
+        of them for a line even in a loop of a few seconds.
+        """
+        if now < self.next_at:
+            return False
+        if now - self._boundary_seen_at < 2 * READ_EVERY_S:
+            self.next_at = self._boundary_seen_at + 2 * READ_EVERY_S
+            return False
+        return True
 
     def row(self) -> Tuple[int, int, int, int]:
         """(t, in_use, free, 0), and the time of the next reading, paced by its cost."""
@@ -82,11 +93,15 @@ class HeapReader:
         return t, in_use, free, 0
 
     def boundary_row(self) -> Optional[Tuple[int, int, int, int]]:
-        """(t, in_use, free, 1) between iterations, or None when the last was too recent."""
-        if time.monotonic() < self.boundary_at:
+        """(t, in_use, free, 1) between iterations (the optimizer step hook), or None when the
+        last one was too recent. Each is read while iterations end further apart than the
+        periodic readings, which fill the time between them."""
+        now = self._boundary_seen_at = time.monotonic()
+        if now < self._boundary_at:
             return None
         t, in_use, free, cost = self._timed()
-        self.boundary_at = time.monotonic() + max(BOUNDARY_EVERY_S, cost / MAX_SHARE)
+        self._boundary_at = time.monotonic() + max(READ_EVERY_S, cost / MAX_SHARE)
+        self.next_at = max(self.next_at, self._boundary_at)
         return t, in_use, free, 1
 
     def _timed(self) -> Tuple[int, int, int, float]:
