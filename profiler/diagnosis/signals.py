@@ -164,6 +164,26 @@ def iteration_levels(profile: Profile, samples_per_level: int = 3) -> Iterator[I
             )
 
 
+def live_levels(profile: Profile, samples_per_level: int = 3) -> IterationLevels | None:
+    """malloc's live allocations between the run's iterations (the agent's `heap` table),
+    as RAM levels: the floor of the readings of each iteration, or of each group of
+    iterations where the readings are sparser (as for samples, in iteration_levels); None
+    without iterations or readings.
+
+    The floor leaves out the temporaries of the iteration a reading fell in; a reading taken
+    between iterations (in the optimizer step hook) holds none.
+    """
+    its = iterations(profile)
+    heap = profile.table("heap")
+    if its is None or heap is None or not len(heap):
+        return None
+    floors = _floors(its, heap.t, heap["in_use"], samples_per_level)
+    if floors is None:
+        return None
+    index, floor, group = floors
+    return IterationLevels("ram", None, its.end[index - 1], index, floor, its.kind, len(its), group)
+
+
 def _step_levels(steps: SampleTable, count: int) -> Iterator[IterationLevels]:
     rss = steps["rss"]
     keep = rss >= 0

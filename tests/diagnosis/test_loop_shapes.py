@@ -173,6 +173,64 @@ def test_a_loop_too_short_for_the_sampling_interval_is_not_judged() -> None:
     assert growth(p) == []
 
 
+def batch_heap(n: int, live_per_batch: float, start: float = 1.0, dt: float = 0.1) -> SampleTable:
+    """The agent's malloc readings every 50 ms through a loop of n batches (as loop_ram):
+    live allocations rising by live_per_batch each batch, up to 4 MiB of temporaries."""
+    t = np.arange(start, start + n * dt + 0.5, 0.05)
+    i = np.clip(np.floor((t - start) / dt), 0, n)
+    in_use = 250 * MiB + live_per_batch * i + 4 * MiB * rng.integers(0, 2, len(t))
+    return table("heap", t, in_use=in_use.astype(np.int64), free=np.full(len(t), 20 * MiB))
+
+
+def steps_then_flat(n: int, per_batch: float, until: int, start: float = 1.0) -> SampleTable:
+    """RSS climbing per_batch a batch for `until` batches of 0.1 s, then standing still."""
+
+    def rss(t: np.ndarray) -> np.ndarray:
+        i = np.clip(np.floor((t - start) / 0.1), 0, n)
+        return BASE + per_batch * np.minimum(i, until) + rng.normal(0, MiB, len(t))
+
+    return ram(start + n * 0.1 + 0.5, rss)
+
+
+def test_a_leak_whose_ram_stands_still_at_the_end_is_judged_on_live_allocations() -> None:
+    # Inference keeping 2 MiB a batch among freed temporaries (the clients tier's
+    # inference_loop.py --leak): RSS climbs 4.4 MiB a batch while the temporaries' holes pile
+    # up as free heap, then stands still for the last 35 batches while the kept outputs are
+    # carved out of those holes. The RSS levels fail the still-growing test; the live
+    # allocations climb straight through.
+    n = 60
+    rss = steps_then_flat(n, 4.4 * MiB, until=25)
+    p = profile(rss, batch_heap(n, 2 * MiB), loop(n, flags=NO_GRAD))
+    [finding] = GROWTH.check(p, DEFAULT_CONFIG)
+    numbers = finding.evidence.numbers
+    assert numbers["judged_on"] == "live_allocations"
+    assert numbers["iterations_are"] == "forward passes"
+    assert numbers["bytes_per_iteration"] == pytest.approx(2 * MiB, rel=0.1)
+    assert float(numbers["ram_rise_bytes"] or 0) > 64 * MiB
+    assert finding.evidence.text.startswith("RAM's live allocations grow +")
+    assert "per iteration" in finding.evidence.text and "in steps" in finding.evidence.text
+    assert "each batch is an iteration" in finding.evidence.text
+    assert "every iteration" in finding.title
+    # RSS alone does not pass: without the malloc readings the same run is not judged a leak
+    assert growth(profile(rss, loop(n, flags=NO_GRAD))) == []
+
+
+@pytest.mark.parametrize(
+    "until, live_per_batch",
+    [
+        (20, 0.0),  # a cache that fills once: RSS and live allocations level off together
+        (3, 2 * MiB),  # live allocations grow, but RSS does not: the growth fills freed memory
+    ],
+    ids=["cache_fills_once", "ram_level"],
+)
+def test_live_allocations_between_batches_do_not_make_look_alikes_a_leak(
+    until: int, live_per_batch: float
+) -> None:
+    n = 60
+    rss = steps_then_flat(n, 5 * MiB, until=until)
+    assert growth(profile(rss, batch_heap(n, live_per_batch), loop(n, flags=NO_GRAD))) == []
+
+
 def test_too_few_batches_are_not_judged() -> None:
     n = 12
     assert growth(profile(loop_ram(n, 20 * MiB), loop(n, flags=NO_GRAD))) == []

@@ -45,6 +45,7 @@ from profiler.diagnosis.signals import (
     heap_at,
     iteration_levels,
     linear_fit,
+    live_levels,
     sampled_series,
 )
 from profiler.profile.model import Profile
@@ -277,34 +278,80 @@ def _growth(
 def _per_iteration(
     profile: Profile, levels: IterationLevels, config: DiagnosisConfig
 ) -> Growth | None:
+    judged = _after_warmup(levels, config)
+    if judged is None:
+        return None
+    t, x, y = judged
+    result = _growing(x, y, levels.plot, config)
+    if result is not None and result[0].r2 >= config.growth_min_r2:
+        return _growth(
+            profile, levels.plot, levels.device, t, x, result,
+            (float(t[0]), float(levels.t[-1])), (int(x[0]), int(levels.index[-1])),
+            levels.kind, config,
+        )  # fmt: skip
+    if levels.plot != "ram":
+        return None
+    return _live_per_iteration(profile, levels, judged, config)
+
+
+def _after_warmup(
+    levels: IterationLevels, config: DiagnosisConfig
+) -> tuple[FloatArray, FloatArray, FloatArray] | None:
+    """(times, iteration numbers, bytes) of the levels the line is fitted to: those after the
+    warm-up, where the run has enough iterations and enough of their levels were read."""
     n = levels.count
     if n < config.growth_min_iterations:
         return None
     skip = max(config.growth_warmup_min_steps, int(n * config.growth_warmup_fraction))
     kept = levels.index > skip
-    x = levels.index[kept].astype(np.float64)
-    y = levels.bytes[kept]
     if levels.readings(levels.index[kept]) < config.growth_min_iterations // 2:
         return None  # too few levels read: a loop too short for the sampling interval
-    result = _growing(x, y, levels.plot, config)
+    return levels.t[kept], levels.index[kept].astype(np.float64), levels.bytes[kept]
+
+
+def _live_per_iteration(
+    profile: Profile,
+    levels: IterationLevels,
+    judged: tuple[FloatArray, FloatArray, FloatArray],
+    config: DiagnosisConfig,
+) -> Growth | None:
+    """RAM's climb judged on malloc's live allocations between iterations, where the RSS
+    levels fail the line or still-growing test (see _live_over_time: kept tensors carved out
+    of the holes freed temporaries left make RSS stand still for a while, then climb again).
+    The live levels must pass every test, and RSS must still have risen by a size that counts
+    over the same iterations."""
+    live = live_levels(profile, config.growth_samples_per_level)
+    live_judged = _after_warmup(live, config) if live is not None else None
+    if live_judged is None:
+        return None
+    live_t, live_x, live_y = live_judged
+    result = _growing(live_x, live_y, "ram", config)
     if result is None or result[0].r2 < config.growth_min_r2:
         return None
-    t = levels.t[kept]
-    return _growth(
-        profile, levels.plot, levels.device, t, x, result,
-        (float(t[0]), float(levels.t[-1])), (int(x[0]), int(levels.index[-1])), levels.kind,
-        config,
+    _, x, y = judged
+    ram = linear_fit(x, y)
+    ram_rise = ram.slope * float(x[-1] - x[0])
+    ram_start = ram.at(float(x[0]))
+    if not (
+        _large(ram_rise, ram_start, "ram", config) and _large(result[1], ram_start, "ram", config)
+    ):
+        return None
+    growth = _growth(
+        profile, "ram", None, live_t, live_x, result, (float(live_t[0]), float(levels.t[-1])),
+        (int(live_x[0]), int(levels.index[-1])), levels.kind, config,
     )  # fmt: skip
+    return replace(growth, ram_rise=ram_rise)
 
 
 def _finding(g: Growth) -> Finding:
     place = where(g.plot, g.device)
     numbers = g.numbers()
     if g.iterations is not None:
-        text = (
+        climb = (
             f"+{format_bytes(g.fit.slope)} per iteration over {numbers['iterations']} "
             f"iterations (r² {g.fit.r2:.2f}): {format_bytes(g.growth)} in all"
         )
+        text = climb if g.ram_rise is None else _live_text(place, climb, g.ram_rise)
         word = _ITERATION_WORDS.get(g.iterations_are or "")
         if word is not None:  # not optimizer steps: say what an iteration is
             text += (
@@ -319,14 +366,9 @@ def _finding(g: Growth) -> Finding:
             f"{format_bytes(g.fit.slope)}/s for {format_duration(g.end_s - g.start_s)} "
             f"(r² {g.fit.r2:.2f}): {format_bytes(g.growth)} in all"
         )
-        if g.ram_rise is None:
-            text = f"{place} grows {climb}"
-        else:
-            text = (
-                f"{place}'s live allocations grow {climb}; {place} rose "
-                f"{format_bytes(g.ram_rise)} meanwhile, in steps, as malloc handed out memory "
-                "freed earlier"
-            )
+        text = (
+            f"{place} grows {climb}" if g.ram_rise is None else _live_text(place, climb, g.ram_rise)
+        )
         text += "; no training or inference loop to count iterations, so this is growth over time"
         title = f"{place} grows steadily over time, by {format_bytes(g.fit.slope)} every second"
         explanation = EXPLANATION_OVER_TIME
@@ -350,6 +392,14 @@ def _finding(g: Growth) -> Finding:
             numbers,
         ),
         FIXES,
+    )
+
+
+def _live_text(place: str, climb: str, ram_rise: float) -> str:
+    """The evidence of a climb judged on malloc's live allocations (Growth.ram_rise)."""
+    return (
+        f"{place}'s live allocations grow {climb}; {place} rose {format_bytes(ram_rise)} "
+        "meanwhile, in steps, as malloc handed out memory freed earlier"
     )
 
 
