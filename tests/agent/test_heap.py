@@ -157,7 +157,7 @@ def test_while_iterations_end_often_every_reading_is_taken_between_them(
 
     run(2.0, 0.019)  # a Lightning loop's pace: 96 steps in 1.8 s
     assert {kind for _, kind in kinds} == {1}
-    assert 30 <= len(kinds) <= 40  # one per 50 ms, as the periodic readings alone
+    assert 18 <= len(kinds) <= 20  # one per 100 ms: each costs the training thread
     loop_end = clock.now
     run(1.0, None)  # the loop has ended: the periodic readings take over
     after = [t for t, kind in kinds if kind == 0]
@@ -166,7 +166,7 @@ def test_while_iterations_end_often_every_reading_is_taken_between_them(
     kinds.clear()
     run(2.0, 0.5)  # slow iterations: each is read, and the periodic readings fill the gaps
     between = [t for t, kind in kinds if kind == 1]
-    assert len(between) == 4 and len(kinds) >= 30
+    assert len(between) == 4 and len(kinds) >= 28
 
 
 LOOP = """
@@ -185,7 +185,7 @@ while time.monotonic() < end:
 
 
 def test_a_training_loop_is_read_between_its_iterations(tmp_path: Path) -> None:
-    # 1.5 s of optimizer steps ~6 ms apart: the heap is read in the step hook every 50 ms,
+    # 1.5 s of optimizer steps ~6 ms apart: the heap is read in the step hook every 100 ms,
     # and the agent thread's periodic readings wait until the loop has ended.
     script = write_script(tmp_path, "loop.py", LOOP)
     result = run_memsight([str(script)], tmp_path)
@@ -195,5 +195,5 @@ def test_a_training_loop_is_read_between_its_iterations(tmp_path: Path) -> None:
     assert heap is not None and steps is not None and len(steps) > 100
     during = (heap.t > steps.t[0]) & (heap.t < steps.t[-1])
     between = heap["between"][during] == 1
-    assert between.sum() >= 20, f"{between.sum()} of {during.sum()} readings between iterations"
+    assert between.sum() >= 12, f"{between.sum()} of {during.sum()} readings between iterations"
     assert between.mean() >= 0.9, f"{between.sum()} of {during.sum()} readings between iterations"

@@ -226,7 +226,8 @@ def _heap_growth(
     """malloc's counts over the fitted levels (times t, positions x), for RAM.
 
     The free bytes are read at the levels' times. Live allocations are judged on the readings
-    taken between iterations (at optimizer steps) where there are enough; other readings
+    taken between iterations (at optimizer steps) where the span has at least heap_slices of
+    them, as many points as the floors below would give, each exact; other readings
     include the temporaries of whatever iteration they fell in, so then on the floor (lowest
     reading) of each of heap_slices equal slices of the span, which a steady growth of kept
     tensors moves and temporaries do not.
@@ -240,7 +241,7 @@ def _heap_growth(
     inside = (heap.t >= t[0]) & (heap.t <= t[-1])
     between = inside & (heap["between"] == 1) if "between" in heap.column_names else inside & False
     slices = config.heap_slices
-    if between.sum() >= 2 * slices:
+    if between.sum() >= slices:
         # Read between iterations: no iteration's temporaries in them, a line through all.
         fit = linear_fit(heap.t[between], heap["in_use"][between] * 1.0)
         return HeapGrowth(fit.slope * float(t[-1] - t[0]), fit.r2, free)
