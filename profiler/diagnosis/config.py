@@ -46,9 +46,10 @@ class DiagnosisConfig:
     growth_tail_share: float = 0.5
     # RAM that climbs because the C allocator keeps freed memory is not a leak (the agent's
     # heap table, from glibc's mallinfo2): allocator-retention (info) replaces the warning
-    # when live malloc allocations did not grow steadily (a line through the floors of
-    # heap_slices equal slices of the span rose less than heap_live_min_bytes, or fits with r²
-    # below heap_live_min_r2), the bytes malloc keeps free grew by at least
+    # when live malloc allocations did not grow steadily (a line through the readings taken
+    # between iterations, where the span has at least heap_slices of them, else through the
+    # floors of heap_slices equal slices of the span, rose less than heap_live_min_bytes, or
+    # fits with r² below heap_live_min_r2), the bytes malloc keeps free grew by at least
     # heap_retention_min_share of the climb, and the rest of the climb fails the size tests.
     heap_slices: int = 5
     heap_live_min_bytes: int = 512 * 1024
