@@ -175,11 +175,9 @@ def test_a_loop_too_short_for_the_sampling_interval_is_not_judged() -> None:
 
 def batch_heap(n: int, live_per_batch: float, start: float = 1.0, dt: float = 0.1) -> SampleTable:
     """The agent's malloc readings every 50 ms through a loop of n batches (as loop_ram):
-    live allocations rising by live_per_batch each batch, up to 4 MiB of temporaries."""
+    live allocations rising by live_per_batch each batch."""
     t = np.arange(start, start + n * dt + 0.5, 0.05)
-    i = np.clip(np.floor((t - start) / dt), 0, n)
-    in_use = 250 * MiB + live_per_batch * i + 4 * MiB * rng.integers(0, 2, len(t))
-    return table("heap", t, in_use=in_use.astype(np.int64), free=np.full(len(t), 20 * MiB))
+    return heap_readings(t, live_per_batch * np.clip(np.floor((t - start) / dt), 0, n))
 
 
 def steps_then_flat(n: int, per_batch: float, until: int, start: float = 1.0) -> SampleTable:
@@ -323,12 +321,18 @@ def test_growth_over_time_is_quiet_on_look_alikes(
     assert growth(timeline(seconds, shape)) == []
 
 
+def heap_readings(t: np.ndarray, live: np.ndarray) -> SampleTable:
+    """The agent's malloc readings at times t: live allocations `live` on top of 250 MiB from
+    torch, up to 4 MiB of temporaries; 20 MiB kept free."""
+    in_use = 250 * MiB + live + 4 * MiB * rng.integers(0, 2, len(t))
+    return table("heap", t, in_use=in_use.astype(np.int64), free=np.full(len(t), 20 * MiB))
+
+
 def with_heap(p: Profile, seconds: float, live: Callable[[np.ndarray], np.ndarray]) -> Profile:
-    """`p` with the agent's malloc readings every 50 ms: live allocations `live(s)` on top of
-    250 MiB from torch, s seconds after 2.0 as in timeline(); up to 4 MiB of temporaries."""
+    """`p` with the agent's malloc readings every 50 ms: live allocations `live(s)`, s seconds
+    after 2.0 as in timeline()."""
     t = np.arange(1.5, seconds, 0.05)
-    in_use = 250 * MiB + live(np.clip(t - 2.0, 0, None)) + 4 * MiB * rng.integers(0, 2, len(t))
-    heap = table("heap", t, in_use=in_use.astype(np.int64), free=np.full(len(t), 20 * MiB))
+    heap = heap_readings(t, live(np.clip(t - 2.0, 0, None)))
     return replace(p, tables={**p.tables, "heap": heap})
 
 

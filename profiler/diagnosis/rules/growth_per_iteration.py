@@ -284,15 +284,18 @@ def _per_iteration(
         return None
     t, x, y = judged
     result = _growing(x, y, levels.plot, config)
-    if result is not None and result[0].r2 >= config.growth_min_r2:
-        return _growth(
-            profile, levels.plot, levels.device, t, x, result,
-            (float(t[0]), float(levels.t[-1])), (int(x[0]), int(levels.index[-1])),
-            levels.kind, config,
-        )  # fmt: skip
-    if levels.plot != "ram":
-        return None
-    return _live_per_iteration(profile, levels, judged, config)
+    ram_rise = None
+    if result is None or result[0].r2 < config.growth_min_r2:
+        live = _live_per_iteration(profile, x, y, config) if levels.plot == "ram" else None
+        if live is None:
+            return None
+        t, x, result, ram_rise = live
+    growth = _growth(
+        profile, levels.plot, levels.device, t, x, result,
+        (float(t[0]), float(levels.t[-1])), (int(x[0]), int(levels.index[-1])), levels.kind,
+        config,
+    )  # fmt: skip
+    return growth if ram_rise is None else replace(growth, ram_rise=ram_rise)
 
 
 def _after_warmup(
@@ -311,16 +314,14 @@ def _after_warmup(
 
 
 def _live_per_iteration(
-    profile: Profile,
-    levels: IterationLevels,
-    judged: tuple[FloatArray, FloatArray, FloatArray],
-    config: DiagnosisConfig,
-) -> Growth | None:
+    profile: Profile, x: FloatArray, y: FloatArray, config: DiagnosisConfig
+) -> tuple[FloatArray, FloatArray, tuple[LinearFit, float, float, LinearFit], float] | None:
     """RAM's climb judged on malloc's live allocations between iterations, where the RSS
-    levels fail the line or still-growing test (see _live_over_time: kept tensors carved out
-    of the holes freed temporaries left make RSS stand still for a while, then climb again).
-    The live levels must pass every test, and RSS must still have risen by a size that counts
-    over the same iterations."""
+    levels (x, y) fail the line or still-growing test (see _live_over_time: kept tensors
+    carved out of the holes freed temporaries left make RSS stand still for a while, then
+    climb again). The live levels must pass every test, and RSS must still have risen by a
+    size that counts over the same iterations. Returns the live levels' times and iteration
+    numbers, their fit as _growing gives it, and RSS's rise."""
     live = live_levels(profile, config.growth_samples_per_level)
     live_judged = _after_warmup(live, config) if live is not None else None
     if live_judged is None:
@@ -329,19 +330,22 @@ def _live_per_iteration(
     result = _growing(live_x, live_y, "ram", config)
     if result is None or result[0].r2 < config.growth_min_r2:
         return None
-    _, x, y = judged
+    ram_rise = _ram_rise(x, y, result[1], config)
+    return None if ram_rise is None else (live_t, live_x, result, ram_rise)
+
+
+def _ram_rise(
+    x: FloatArray, y: FloatArray, live_growth: float, config: DiagnosisConfig
+) -> float | None:
+    """How far RAM rose over its levels (x, y), by a line through them, where that rise and
+    the live allocations' growth both pass the size tests against RAM's starting level; None
+    where either does not."""
     ram = linear_fit(x, y)
-    ram_rise = ram.slope * float(x[-1] - x[0])
-    ram_start = ram.at(float(x[0]))
-    if not (
-        _large(ram_rise, ram_start, "ram", config) and _large(result[1], ram_start, "ram", config)
-    ):
-        return None
-    growth = _growth(
-        profile, "ram", None, live_t, live_x, result, (float(live_t[0]), float(levels.t[-1])),
-        (int(live_x[0]), int(levels.index[-1])), levels.kind, config,
-    )  # fmt: skip
-    return replace(growth, ram_rise=ram_rise)
+    rise = ram.slope * float(x[-1] - x[0])
+    start = ram.at(float(x[0]))
+    if _large(rise, start, "ram", config) and _large(live_growth, start, "ram", config):
+        return rise
+    return None
 
 
 def _finding(g: Growth) -> Finding:
@@ -489,12 +493,8 @@ def _live_over_time(
     result = _growing(live_x, live_floors, "ram", config)
     if result is None or result[0].r2 < config.growth_time_min_r2:
         return None
-    ram = linear_fit(x, floors)
-    ram_rise = ram.slope * float(x[-1] - x[0])
-    ram_start = ram.at(float(x[0]))
-    if not (
-        _large(ram_rise, ram_start, "ram", config) and _large(result[1], ram_start, "ram", config)
-    ):
+    ram_rise = _ram_rise(x, floors, result[1], config)
+    if ram_rise is None:
         return None
     return replace(
         _growth(profile, "ram", None, x, x, result, span, None, None, config), ram_rise=ram_rise
