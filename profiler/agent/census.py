@@ -48,14 +48,15 @@ from __future__ import annotations
 import collections
 import contextlib
 import gc
+import heapq
 import os
 import sys
 import threading
 import time
 import types
 import weakref
-from itertools import compress
-from typing import AbstractSet, Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
+from itertools import compress, islice
+from typing import AbstractSet, Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 from ..codefiles import OWN_DIR, is_library_file
 
@@ -68,6 +69,23 @@ MAX_NAMED_STEPS = 6  # below this many named steps, the rest of a path folds int
 MAX_NAMED_KEYS = 64  # a dict with more entries is a collection: its keys make no holders
 MAX_KEY_CHARS = 40
 CHECK_EVERY = 256  # objects between two readings of the clock
+# A container with more items than BIG is a collection: it is not expanded into the
+# breadth-first walk's next layer (4 M items would cost 64 MB of list there alone) but read
+# CHUNK items at a time, depth-first, after the walk: its items are anonymous positions, so
+# the order changes no name, and the budget is checked between chunks.
+BIG = 1024
+CHUNK = 1024
+# A layer of the breadth-first walk holds at most this many objects; the objects met beyond it
+# are walked depth-first at once (bounded stack), so a heap of any shape costs bounded memory.
+FRONTIER_MAX = 65_536
+# The visited set keeps ids in a Python set (about 60 bytes each) up to this many, then in a
+# bitmap of one bit per 16 bytes of address space (objects are 16-byte aligned): about 1/128
+# of the heap it covers.
+SET_MAX = 150_000
+# The census' own memory, at most: MEMORY_FLOOR + MEMORY_SHARE of the process' RSS. Past it,
+# it stops (stopped_by "memory").
+MEMORY_FLOOR = 16 * 2**20
+MEMORY_SHARE = 0.01
 
 # Every file of memsight (agent, protocol, units): its frames and modules are not the user's.
 _OWN_DIR = OWN_DIR + os.sep
@@ -141,7 +159,20 @@ _SEQ_ITER: Tuple[Tuple[type, Callable[[Any], Iterable[Any]]], ...] = (
     (collections.deque, lambda o: list(collections.deque.__iter__(o))),
 )
 # Exactly these types: their gc referents are their items (a subclass' include its __dict__).
-_PLAIN_SEQUENCES = frozenset({list, tuple, set, frozenset, collections.deque})
+# Sets of types are looked up by id: hashing a class would call its metaclass' __hash__.
+_PLAIN_SEQUENCES = frozenset(map(id, (list, tuple, set, frozenset, collections.deque)))
+_SUSPENDED_FRAME_BY_ID = {id(tp): get for tp, get in _SUSPENDED_FRAME.items()}
+_CO_OPTIMIZED = 0x1  # a function's code: its f_locals (before 3.13) is a snapshot dict
+_LOCALS_SNAPSHOT = sys.version_info < (3, 13)
+_FRAME_LOCALS_PROXY: Optional[type] = None  # 3.13+: a function frame's f_locals, C-level
+
+
+def _function_locals_proxy_type() -> Optional[type]:
+    namespace = sys._getframe().f_locals
+    return None if type(namespace) is dict else type(namespace)
+
+
+_FRAME_LOCALS_PROXY = _function_locals_proxy_type()
 # nn.Module's own bookkeeping (torch 2.x): not the user's attributes, so no holders of their own.
 _MODULE_INTERNALS = frozenset(
     {
@@ -166,20 +197,59 @@ _MODULE_INTERNALS = frozenset(
 
 
 def safe_to_run(torch: Any) -> bool:
-    """False while torch.compile traces the calling code: a census there would be traced."""
+    """False while the calling code is being traced, compiled or transformed, or while a
+    torch function or dispatch mode is active (unsafe_because says which)."""
+    return unsafe_because(torch) is None
+
+
+def unsafe_because(torch: Any) -> Optional[str]:
+    """Why a census must wait for a later iteration now, or None. A census reads tensors:
+    under torch.jit.trace those reads would enter the trace (its check then fails), under
+    torch.compile, torch.export or fx they would be traced, inside a functorch transform
+    (vmap, grad) the tensors are wrappers of the transform's, and a mode (a FLOP counter,
+    FakeTensorMode) would see the calls."""
     # sys.modules, not getattr(torch, ...): torch imports torch._dynamo lazily, and a census
     # check must not import it.
-    for name in ("torch.compiler", "torch._dynamo"):
+    for name, function in (
+        ("torch.compiler", "is_compiling"),
+        ("torch._dynamo", "is_compiling"),
+        ("torch.compiler", "is_exporting"),
+    ):
         module = sys.modules.get(name)
-        is_compiling = getattr(module, "is_compiling", None) if module is not None else None
-        if is_compiling is None:
+        check = getattr(module, function, None) if module is not None else None
+        if check is None:
             continue
         try:
-            if is_compiling():
-                return False
+            if check():
+                return "compiling"
         except Exception:
-            return False
-    return True
+            return "compiling"
+    fx = sys.modules.get("torch.fx._symbolic_trace")
+    if fx is not None and _module_dict(fx).get("_is_fx_tracing_flag"):
+        return "fx tracing"
+    c = getattr(torch, "_C", None)
+    checks: Tuple[Tuple[str, str, Callable[[Any], bool]], ...] = (
+        ("jit tracing", "_get_tracing_state", lambda state: state is not None),
+        ("torch function mode", "_is_torch_function_mode_enabled", bool),
+        ("dispatch mode", "_len_torch_dispatch_stack", bool),
+    )
+    for reason, name, active in checks:
+        read = getattr(c, name, None)
+        if read is None:
+            continue
+        try:
+            if active(read()):
+                return reason
+        except Exception:
+            return reason
+    functorch = getattr(c, "_functorch", None)
+    level = getattr(functorch, "maybe_current_level", None)
+    try:
+        if level is not None and level() is not None:
+            return "functorch transform"
+    except Exception:
+        return "functorch transform"
+    return None
 
 
 class Census:
@@ -462,13 +532,28 @@ class _Ctx:
 
 
 class _TypeInfo:
-    __slots__ = ("dict_get", "items", "kind", "module", "name", "optimizer", "slots", "user")
+    __slots__ = (
+        "base",
+        "dict_get",
+        "items",
+        "kind",
+        "module",
+        "name",
+        "optimizer",
+        "slots",
+        "tp",
+        "user",
+        "wrapper",
+    )
 
-    def __init__(self, kind: int, name: str, module: Optional[str]) -> None:
+    def __init__(self, tp: type, kind: int, name: str, module: Optional[str]) -> None:
+        self.tp = tp  # kept alive while the census keys this by id(tp)
         self.kind = kind
         self.name = name
         self.module = module
         self.items: Optional[Callable[[Any], Iterable[Any]]] = None
+        self.base: Any = None  # the builtin container type of a K_SEQ
+        self.wrapper = False  # a tensor subclass with a __torch_dispatch__ of its own
         self.dict_get: Optional[Callable[[Any], Any]] = None
         # (attribute name, getter, named): slots of Python classes are named holders
         self.slots: List[Tuple[str, Callable[[Any], Any], bool]] = []
@@ -504,21 +589,32 @@ class _Walker:
         self.optimizer: Optional[type] = getattr(getattr(torch, "optim", None), "Optimizer", None)
         # Attributes of these are not read: the user rarely sets any, and reading __dict__
         # would make one for every tensor.
-        self.plain_tensor_types = {self.tensor_base, torch.Tensor, getattr(nn, "Parameter", None)}
-        self.no_torch_function: Callable[[], Any] = getattr(
-            c, "DisableTorchFunctionSubclass", contextlib.nullcontext
+        self.plain_tensor_types = set(
+            map(id, (self.tensor_base, torch.Tensor, getattr(nn, "Parameter", None)))
         )
+        # Subclasses' __torch_function__ and the active torch function modes (a FLOP counter)
+        # must not see the census' own calls.
+        self.no_torch_function: Callable[[], Any] = getattr(
+            c,
+            "DisableTorchFunction",
+            getattr(c, "DisableTorchFunctionSubclass", contextlib.nullcontext),
+        )
+        # Tensor's own __torch_dispatch__: a subclass with another one is a wrapper (its data
+        # lives in tensors it holds), and reading its storage or shape would dispatch to it.
+        self.plain_dispatch = getattr(torch.Tensor, "__torch_dispatch__", None)
 
-        self.types: Dict[type, _TypeInfo] = {}
+        # Caches by id(type), the type kept alive in the value: a dict keyed by a class would
+        # call its metaclass' __hash__ and __eq__.
+        self.types: Dict[int, _TypeInfo] = {}
         self.user_modules: Dict[str, bool] = {}
         self.module_files: Dict[str, Optional[str]] = {}
         self.device_names: Dict[Any, str] = {}
         self.dtype_names: Dict[Any, str] = {}
         self.node_layouts: Dict[
-            type, Tuple[List[Callable[[Any], Any]], Optional[Callable[[Any], Any]]]
+            int, Tuple[type, List[Callable[[Any], Any]], Optional[Callable[[Any], Any]]]
         ] = {}
 
-        self.visited: Set[int] = set()
+        self.visited: Any = set()  # of ids; a _Bitmap past SET_MAX of them
         self.next_objs: List[Any] = []
         self.next_ctxs: List[_Ctx] = []
         self.find_unreached = True  # list every tensor gc tracks (take_census)
@@ -531,6 +627,16 @@ class _Walker:
         self.holders: Dict[str, _Holder] = {}
         self.graphs: List[Tuple[Any, _Ctx]] = []
         self.deferred: List[Tuple[Any, _Ctx]] = []
+        # Collections (more than BIG items) met by the walk: read after it, smallest first (a
+        # list of kept losses before a dataset of millions of records). A heap of
+        # (items, order, collection, context, depth).
+        self.collections: List[Tuple[int, int, Any, _Ctx, int]] = []
+        self.collections_met = 0
+        self.depth = 0  # the breadth-first walk's layer
+        # Locals snapshots this census made on running function frames (Python < 3.13):
+        # emptied at its end, so that no reference to a local outlives it.
+        self.snapshots: List[Tuple[Any, Dict[Any, Any]]] = []
+        self.memory_cap = MEMORY_FLOOR + int(MEMORY_SHARE * _rss())
         self.graph_seen: Dict[int, Any] = {}
         self.objects = 0
         self.graph_nodes = 0
@@ -551,13 +657,17 @@ class _Walker:
             self.global_roots()
             self.frame_roots(skip_frames, exclude_threads)
             self.walk(objs, ctxs)
-            while self.deferred and self.stopped is None:
-                later, self.deferred = self.deferred, []
-                objs, ctxs = [], []
-                self.next_objs, self.next_ctxs = objs, ctxs
-                for obj, ctx in later:
-                    self.push(obj, ctx)
-                self.walk(objs, ctxs)
+            while (self.deferred or self.collections) and self.stopped is None:
+                if self.deferred:
+                    later, self.deferred = self.deferred, []
+                    objs, ctxs = [], []
+                    self.next_objs, self.next_ctxs = objs, ctxs
+                    for obj, ctx in later:
+                        self.push(obj, ctx)
+                    self.walk(objs, ctxs)
+                else:
+                    _size, _order, obj, ctx, depth = heapq.heappop(self.collections)
+                    self.collection(obj, ctx, depth)
             if self.stopped is None:
                 self.walk_graphs()
 
@@ -568,10 +678,37 @@ class _Walker:
             self.stopped = "time"
         elif self.objects >= self.max_objects:
             self.stopped = "objects"
+        else:
+            visited = self.visited
+            if type(visited) is set and len(visited) > SET_MAX:
+                self.visited = visited = _Bitmap(visited)
+            if self.memory_used() > self.memory_cap:
+                self.stopped = "memory"
         return self.stopped is not None
+
+    def memory_used(self) -> int:
+        """What the census' own tables hold, in bytes (estimated from their sizes)."""
+        visited = self.visited
+        held = visited.nbytes() if type(visited) is _Bitmap else 60 * len(visited)
+        return held + 16 * (len(self.next_objs) + len(self.deferred)) + 300 * len(self.infos)
+
+    def release_snapshots(self) -> None:
+        """Empty the locals snapshots the census made (Python < 3.13: reading a running
+        function's f_locals copies its variables into a dict that the frame keeps until it
+        returns). Only a snapshot nobody else holds: whoever reads f_locals or locals() next
+        gets it filled again, so the script cannot tell; one that the function kept
+        (`env = locals()`) is its own and stays as it is."""
+        snapshots, self.snapshots = self.snapshots, []
+        for _frame, namespace in snapshots:
+            # Held by the frame, the census' list, this loop and getrefcount's argument.
+            if sys.getrefcount(namespace) <= 4:
+                dict.clear(namespace)
+        snapshots.clear()
 
     def release(self) -> None:
         """Drop every reference to the process' objects."""
+        self.release_snapshots()
+        self.collections = []
         self.tensors = []
         self.graphs = []
         self.traceback = None
@@ -589,20 +726,45 @@ class _Walker:
     def find_tensors(self) -> None:
         tensor_types = _subclasses(self.tensor_base)
         objs = gc.get_objects()
-        # By exact type, and in C (map, compress): no isinstance(), which would read the
-        # __class__ of every object (a property of the user's, maybe), and no Python loop.
-        self.tensors = list(compress(objs, map(tensor_types.__contains__, map(type, objs))))
+        # By exact type's id, and in C (map, compress): no isinstance(), which would read the
+        # __class__ of every object (a property of the user's, maybe), no hash of a class (its
+        # metaclass' __hash__), and no Python loop.
+        is_tensor = tensor_types.__contains__
+        self.tensors = list(compress(objs, map(is_tensor, map(id, map(type, objs)))))
         del objs
         for t in self.tensors:
             self.infos[id(t)] = self.info(t)
 
     def is_tensor_type(self, tp: type) -> bool:
+        ti = self.types.get(id(tp))
+        if ti is not None:
+            return ti.kind == K_TENSOR
+        return self.tensor_type(tp)
+
+    def tensor_type(self, tp: type) -> bool:
         try:
             return issubclass(tp, self.tensor_base)
-        except Exception:
+        except Exception as exc:
+            _reraise_foreign(exc)
             return False
 
+    def is_wrapper(self, tp: type) -> bool:
+        """A tensor subclass with a __torch_dispatch__ of its own (a wrapper: DTensor, a
+        FakeTensor, a user's): reading its storage, shape or device would call it."""
+        for klass in _class_mro(tp):
+            found = _class_dict(klass).get("__torch_dispatch__")
+            if found is not None:
+                return found is not self.plain_dispatch
+        return False
+
     def info(self, t: Any, record: bool = True) -> _TensorInfo:
+        tp = type(t)
+        ti = self.types.get(id(tp))
+        if ti is None:
+            ti = self.classify(tp)
+        if ti.wrapper:
+            # Its bytes are those of the tensors it holds (its attributes, walked as such).
+            return ("", id(t)), 0, "?", ti.name
         try:
             device = self.device_of(t)
             dev = self.device_names.get(device)
@@ -612,13 +774,15 @@ class _Walker:
             dt = self.dtype_names.get(dtype)
             if dt is None:
                 dt = self.dtype_names[dtype] = str(dtype).replace("torch.", "")
-        except Exception:
+        except Exception as exc:
+            _reraise_foreign(exc)
             dev, dt = "?", "?"
         try:
             storage = self.storage_of(t)
             ptr = int(storage.data_ptr())
             nbytes = int(storage.nbytes()) if ptr else 0  # meta and empty storages hold nothing
-        except Exception:  # sparse, nested, wrapper subclasses: no plain storage
+        except Exception as exc:  # sparse, nested, wrapper subclasses: no plain storage
+            _reraise_foreign(exc)
             ptr, nbytes = 0, 0
         key = (dev, ptr) if ptr else ("", id(t))
         if record and key not in self.storages:
@@ -641,12 +805,14 @@ class _Walker:
             self.claimed.add(key)
             h.storages += 1
             h.bytes += info[1]
-        h.devices.add(info[2])
-        h.dtypes.add(info[3])
-        if len(h.shapes) < MAX_SHAPES:
+        if not ti.wrapper:
+            h.devices.add(info[2])
+            h.dtypes.add(info[3])
+        if len(h.shapes) < MAX_SHAPES and not ti.wrapper:
             try:
                 shape = tuple(int(n) for n in self.shape_of(t))
-            except Exception:
+            except Exception as exc:
+                _reraise_foreign(exc)
                 shape = ()
             if shape not in h.shapes:
                 h.shapes.append(shape)
@@ -654,7 +820,8 @@ class _Walker:
             grad_fn = self.grad_fn_of(t)
             # .grad of a non-leaf warns (and is None): read it on leaves only.
             grad = None if grad_fn is not None or not self.is_leaf(t) else self.grad_of(t)
-        except Exception:
+        except Exception as exc:
+            _reraise_foreign(exc)
             return
         if grad_fn is not None:
             h.with_graph += 1
@@ -699,7 +866,8 @@ class _Walker:
                 continue
             try:
                 namespace = _module_dict(module)
-            except Exception:
+            except Exception as exc:
+                _reraise_foreign(exc)
                 continue
             if type(namespace) is not dict or not self.is_user_module(modname, namespace):
                 not_users[modname] = id(module)
@@ -731,7 +899,8 @@ class _Walker:
         names = _thread_names()
         try:
             main = threading.main_thread().ident
-        except Exception:
+        except Exception as exc:
+            _reraise_foreign(exc)
             main = None
         current = sys._current_frames()
         order = sorted(current, key=lambda ident: (ident != main, ident))
@@ -779,8 +948,17 @@ class _Walker:
             namespace: Any = frame.f_locals
             if namespace is frame.f_globals:
                 return  # module level: its globals are roots already (if the user's)
-            items = list(dict.items(namespace) if type(namespace) is dict else namespace.items())
-        except Exception:
+            tp = type(namespace)
+            if _LOCALS_SNAPSHOT and tp is dict and code.co_flags & _CO_OPTIMIZED:
+                self.snapshots.append((frame, namespace))
+            if issubclass(tp, dict):
+                items = list(dict.items(namespace))
+            elif tp is _FRAME_LOCALS_PROXY:
+                items = list(namespace.items())  # C: the frame's own variables
+            else:
+                return  # a mapping of the user's (exec's locals, a metaclass' __prepare__)
+        except Exception as exc:
+            _reraise_foreign(exc)
             return
         function = getattr(code, "co_qualname", code.co_name)
         first = code.co_firstlineno
@@ -809,17 +987,22 @@ class _Walker:
 
     def walk(self, objs: List[Any], ctxs: List[_Ctx]) -> None:
         """Breadth-first, one layer of objects at a time. The common objects (builtin lists,
-        tuples, sets and dicts) are handled inline: 10^5 of them must cost milliseconds."""
-        visited = self.visited
+        tuples, sets and dicts) are handled inline: 10^5 of them must cost milliseconds.
+        Collections (more than BIG items) wait for dive(); once the next layer holds
+        FRONTIER_MAX objects, the rest of this one is walked depth-first at once."""
         tracked = _is_tracked
+        plain = _PLAIN_SEQUENCES
         depth = 0
         while objs:
+            self.depth = depth
             expand = depth < self.max_depth
             nobjs: List[Any] = []
             nctxs: List[_Ctx] = []
             self.next_objs, self.next_ctxs = nobjs, nctxs
+            visited = self.visited
             batch: List[Any] = []  # plain sequences in a row under one context
             batch_ctx: Optional[_Ctx] = None
+            batch_items = 0
             n = self.objects
             for i, obj in enumerate(objs):  # zip(strict=) is 3.10+, the agent runs on 3.9
                 n += 1
@@ -827,19 +1010,36 @@ class _Walker:
                     self.objects = n
                     if self.over_budget():
                         return
+                    visited = self.visited
+                if len(nobjs) >= FRONTIER_MAX:
+                    self.objects = n - 1
+                    self.sequences(batch, batch_ctx)
+                    self.dive(objs, ctxs, None, depth, marked=True, start=i)
+                    if self.stopped is not None:
+                        return
+                    self.depth = depth
+                    self.next_objs, self.next_ctxs = nobjs, nctxs
+                    n = self.objects
+                    batch, batch_ctx, batch_items = [], None, 0
+                    break
                 ctx = ctxs[i]
                 tp = type(obj)
-                if tp in _PLAIN_SEQUENCES:
+                if id(tp) in plain:
                     if not expand:
                         continue
                     anon = ctx if ctx.anon else ctx.anonymous()
-                    if anon is not batch_ctx or len(batch) >= 4096:
+                    size = len(obj)  # an exact builtin's: no method of the user's
+                    if size > BIG:
+                        self.later(obj, size, anon, depth + 1)
+                        continue
+                    if anon is not batch_ctx or batch_items + size > 4 * CHUNK:
                         self.sequences(batch, batch_ctx)
-                        batch, batch_ctx = [], anon
+                        batch, batch_ctx, batch_items = [], anon, 0
                     batch.append(obj)
+                    batch_items += size
                     continue
                 try:
-                    if tp is dict and expand:
+                    if tp is dict and expand and len(obj) <= BIG:
                         items = list(dict.items(obj))  # atomic under the GIL
                         named = ctx.named < MAX_NAMED_STEPS and len(items) <= MAX_NAMED_KEYS
                         anon = ctx if ctx.anon else ctx.anonymous()
@@ -848,7 +1048,7 @@ class _Walker:
                                 self.defer(key, anon)
                             if not tracked(value) or id(value) in visited:
                                 continue
-                            if type(value) in _PLAIN_SEQUENCES and not any(map(tracked, value)):
+                            if id(type(value)) in plain and _leaf(value):
                                 n += 1  # a list of numbers or strings: nothing below it
                                 continue
                             visited.add(id(value))
@@ -862,7 +1062,8 @@ class _Walker:
                             nctxs.append(child if child is not None else anon)
                     else:
                         self.visit(obj, ctx, expand)
-                except Exception:  # an object that changed under the walk, a broken one
+                except Exception as exc:  # an object that changed under the walk, a broken one
+                    _reraise_foreign(exc)
                     self.errors += 1
             self.objects = n
             self.sequences(batch, batch_ctx)
@@ -878,9 +1079,148 @@ class _Walker:
         batch.reverse()
         self.push_all(reversed(gc.get_referents(*batch)), ctx)
 
+    def dive(
+        self,
+        objs: List[Any],
+        ctxs: Optional[List[_Ctx]],
+        ctx: Optional[_Ctx],
+        depth: int,
+        marked: bool,
+        start: int = 0,
+        chunks: Optional[Iterator[List[Any]]] = None,
+    ) -> None:
+        """Depth-first from objs[start:] (at `depth`; each under ctxs[i], or all under ctx),
+        then from each further chunk: the stack holds one list of at most CHUNK + BIG objects
+        a level, so the memory stays bounded whatever the heap's shape. marked: the objects
+        are in the visited set already (pushed), else they are checked and added here."""
+        tracked = _is_tracked
+        plain = _PLAIN_SEQUENCES
+        # Each level: objects, their contexts (or None: all under the level's context), the
+        # level's context, the next index, depth, marked, the chunks still to read.
+        stack: List[List[Any]] = [[objs, ctxs, ctx, start, depth, marked, chunks]]
+        while stack:
+            level = stack[-1]
+            objs, ctxs, ctx, i, depth, marked, chunks = level
+            if i >= len(objs):
+                more: Optional[List[Any]] = None
+                if chunks is not None:
+                    try:
+                        more = next(chunks, None)
+                    except Exception as exc:  # changed size while it was read: done with it
+                        _reraise_foreign(exc)
+                        self.errors += 1
+                if more:
+                    level[0], level[3], level[5] = more, 0, False
+                else:
+                    stack.pop()
+                continue
+            if self.over_budget():
+                return
+            self.depth = depth
+            expand = depth < self.max_depth
+            nobjs: List[Any] = []
+            nctxs: List[_Ctx] = []
+            self.next_objs, self.next_ctxs = nobjs, nctxs
+            visited = self.visited
+            n = self.objects
+            end = len(objs)
+            while i < end and len(nobjs) < CHUNK:
+                obj = objs[i]
+                c = ctxs[i] if ctxs is not None else ctx
+                i += 1
+                n += 1
+                if not n % CHECK_EVERY:
+                    self.objects = n
+                    if self.over_budget():
+                        return
+                    visited = self.visited
+                if not marked:
+                    if not tracked(obj):
+                        continue
+                    oid = id(obj)
+                    if oid in visited:
+                        continue
+                    tp = type(obj)
+                    if id(tp) in plain and _leaf(obj):
+                        continue  # a tuple of numbers: nothing below it, nothing to remember
+                    visited.add(oid)
+                else:
+                    tp = type(obj)
+                assert c is not None
+                if id(tp) in plain:
+                    if not expand:
+                        continue
+                    anon = c if c.anon else c.anonymous()
+                    size = len(obj)
+                    if size > BIG:
+                        self.later(obj, size, anon, depth + 1)
+                    else:
+                        self.push_all(reversed(gc.get_referents(obj)), anon)
+                    continue
+                try:
+                    if tp is dict and expand:
+                        self.mapping(obj, c)
+                    else:
+                        self.visit(obj, c, expand)
+                except Exception as exc:  # an object that changed under the walk, a broken one
+                    _reraise_foreign(exc)
+                    self.errors += 1
+            self.objects = n
+            level[3] = i
+            if nobjs:
+                stack.append([nobjs, nctxs, None, 0, depth + 1, True, None])
+
+    def later(self, obj: Any, size: int, ctx: _Ctx, depth: int) -> None:
+        """A collection met at depth - 1: its items are read after the walk (collection)."""
+        self.collections_met += 1  # unique: the heap never compares two collections
+        heapq.heappush(self.collections, (size, self.collections_met, obj, ctx, depth))
+
+    def collection(self, obj: Any, ctx: _Ctx, depth: int) -> None:
+        """A collection's items, CHUNK at a time, and what is below them (dive)."""
+        self.dive([], None, ctx, depth, marked=False, chunks=self.chunks(obj, ctx))
+
+    def chunks(self, obj: Any, ctx: _Ctx) -> Iterator[List[Any]]:
+        """A collection's items, at most CHUNK at a time, read by its base type's C methods.
+        Of a dict: its values, and its keys that are containers; tensor keys are walked after
+        the rest (something else should name them: an optimizer's state is keyed by the
+        model's parameters)."""
+        tp = type(obj)
+        if issubclass(tp, (list, tuple)):
+            get = list.__getitem__ if issubclass(tp, list) else tuple.__getitem__
+            at = 0
+            while True:
+                chunk = list(get(obj, slice(at, at + CHUNK)))
+                if not chunk:
+                    return
+                at += CHUNK
+                yield chunk
+        if issubclass(tp, dict):
+            items = iter(dict.items(obj))
+            while True:
+                pairs = list(islice(items, CHUNK))
+                if not pairs:
+                    return
+                chunk = []
+                for key, value in pairs:
+                    if _is_tracked(key):
+                        if self.is_tensor_type(type(key)):
+                            self.defer(key, ctx)
+                        else:
+                            chunk.append(key)
+                    chunk.append(value)
+                yield chunk
+        for base in (set, frozenset, collections.deque):
+            if issubclass(tp, base):
+                found = iter(base.__iter__(obj))
+                while True:
+                    chunk = list(islice(found, CHUNK))
+                    if not chunk:
+                        return
+                    yield chunk
+
     def visit(self, obj: Any, ctx: _Ctx, expand: bool) -> None:
         tp = type(obj)
-        ti = self.types.get(tp)
+        ti = self.types.get(id(tp))
         if ti is None:
             ti = self.classify(tp)
         kind = ti.kind
@@ -889,8 +1229,13 @@ class _Walker:
         elif not expand or kind == K_SKIP:
             return
         elif kind == K_SEQ:
-            assert ti.items is not None
-            self.push_all(ti.items(obj), ctx.anonymous())
+            assert ti.base is not None
+            size = ti.base.__len__(obj)
+            if size > BIG:
+                self.later(obj, size, ctx.anonymous(), self.depth + 1)
+            else:
+                assert ti.items is not None
+                self.push_all(ti.items(obj), ctx.anonymous())
             if ti.dict_get is not None or ti.slots:
                 self.instance(obj, tp, ti, ctx)
         elif kind == K_DICT:
@@ -907,10 +1252,10 @@ class _Walker:
             self.function(obj)
         elif kind == K_METHOD:
             anon = ctx.anonymous()
-            self.push(obj.__self__, anon)
-            self.push(obj.__func__, anon)
+            self.push(_method_self(obj), anon)
+            self.push(_method_func(obj), anon)
         elif kind == K_GENERATOR:
-            frame = _SUSPENDED_FRAME[tp](obj)  # None once it has finished
+            frame = _SUSPENDED_FRAME_BY_ID[id(tp)](obj)  # None once it has finished
             if frame is not None:
                 code = frame.f_code
                 file = code.co_filename
@@ -921,10 +1266,11 @@ class _Walker:
         visited = self.visited
         objs, ctxs = self.next_objs, self.next_ctxs
         tracked = _is_tracked
+        plain = _PLAIN_SEQUENCES
         for child in filter(tracked, items):
             i = id(child)
             if i not in visited:
-                if type(child) in _PLAIN_SEQUENCES and not any(map(tracked, child)):
+                if id(type(child)) in plain and _leaf(child):
                     self.objects += 1  # a list of numbers or strings: nothing below it
                     continue
                 visited.add(i)
@@ -933,6 +1279,10 @@ class _Walker:
 
     def mapping(self, d: Any, ctx: _Ctx) -> None:
         """A dict subclass (OrderedDict, defaultdict, the user's): read as a plain dict."""
+        size = dict.__len__(d)
+        if size > BIG:
+            self.later(d, size, ctx.anonymous(), self.depth + 1)
+            return
         items = list(dict.items(d))  # atomic under the GIL; no __iter__/items of a subclass
         named = ctx.named < MAX_NAMED_STEPS and len(items) <= MAX_NAMED_KEYS
         anon = ctx.anonymous()
@@ -946,17 +1296,19 @@ class _Walker:
             self.push(value, child if child is not None else anon)
 
     def instance(self, obj: Any, tp: type, ti: _TypeInfo, ctx: _Ctx) -> None:
-        if ti.dict_get is not None:
+        if ti.dict_get is not None and _may_hold_more(obj, tp):
             try:
                 namespace = ti.dict_get(obj)
-            except Exception:
+            except Exception as exc:
+                _reraise_foreign(exc)
                 namespace = None
             if namespace is not None and issubclass(type(namespace), dict):
                 self.attributes(list(dict.items(namespace)), ti, ctx)
         for name, get, named in ti.slots:
             try:
                 value = get(obj)
-            except Exception:  # an unset slot
+            except Exception as exc:  # an unset slot
+                _reraise_foreign(exc)
                 continue
             if _is_tracked(value) and id(value) not in self.visited:
                 child = self.attribute_child(ctx, name, value, ti) if named else None
@@ -1040,7 +1392,7 @@ class _Walker:
                         if id(child) in self.visited:
                             continue
                         ctp = type(child)
-                        cti = self.types.get(ctp) or self.classify(ctp)
+                        cti = self.types.get(id(ctp)) or self.classify(ctp)
                         if cti.kind == K_NNMODULE:
                             self.visited.add(id(child))
                             tree.append((child, ctp, cti, mctx.within("." + sub)))
@@ -1155,7 +1507,8 @@ class _Walker:
                 continue
             try:
                 grad_fn = self.grad_fn_of(t)
-            except Exception:
+            except Exception as exc:
+                _reraise_foreign(exc)
                 continue
             if grad_fn is not None:
                 h.count += 1
@@ -1182,7 +1535,8 @@ class _Walker:
             try:
                 self.saved_tensors(node, h)
                 following = node.next_functions
-            except Exception:
+            except Exception as exc:
+                _reraise_foreign(exc)
                 continue
             for pair in following:
                 child = pair[0]
@@ -1193,19 +1547,21 @@ class _Walker:
 
     def saved_tensors(self, node: Any, h: _Holder) -> None:
         tp = type(node)
-        layout = self.node_layouts.get(tp)
+        layout = self.node_layouts.get(id(tp))
         if layout is None:
-            layout = self.node_layouts[tp] = _node_layout(tp)
-        getters, dict_get = layout
+            layout = self.node_layouts[id(tp)] = (tp, *_node_layout(tp))
+        _tp, getters, dict_get = layout
         for get in getters:
             try:
                 saved = get(node)
-            except Exception:  # freed by backward
+            except Exception as exc:  # freed by backward
+                _reraise_foreign(exc)
                 continue
             for one in _sequence(saved):
                 try:
                     data = one.data  # the packed value: never unpacked, so no unpack hook runs
-                except Exception:
+                except Exception as exc:
+                    _reraise_foreign(exc)
                     continue
                 for value in _sequence(data):  # a pack hook's tuple (offloading) or a tensor
                     self.graph_tensor(value, h)
@@ -1213,7 +1569,8 @@ class _Walker:
             # A custom Function's ctx: tensors kept as its attributes (ctx.mask = mask).
             try:
                 namespace = dict_get(node)
-            except Exception:
+            except Exception as exc:
+                _reraise_foreign(exc)
                 return
             if issubclass(type(namespace), dict):
                 for value in list(dict.values(namespace)):
@@ -1239,12 +1596,13 @@ class _Walker:
 
     def classify(self, tp: type) -> _TypeInfo:
         module = _class_module(tp)
-        ti = _TypeInfo(K_INSTANCE, _class_name(tp), module if type(module) is str else None)
-        self.types[tp] = ti
-        if self.is_tensor_type(tp):
+        ti = _TypeInfo(tp, K_INSTANCE, _class_name(tp), module if type(module) is str else None)
+        self.types[id(tp)] = ti
+        if self.tensor_type(tp):
             ti.kind = K_TENSOR
-            if tp not in self.plain_tensor_types:  # a subclass' attributes are read
+            if id(tp) not in self.plain_tensor_types:  # a subclass' attributes are read
                 self.instance_layout(tp, ti)
+                ti.wrapper = self.is_wrapper(tp)
             return ti
         if issubclass(tp, type):
             ti.kind = K_CLASS
@@ -1255,7 +1613,7 @@ class _Walker:
         if tp is types.MethodType:
             ti.kind = K_METHOD
             return ti
-        if tp in _SUSPENDED_FRAME:
+        if id(tp) in _SUSPENDED_FRAME_BY_ID:
             ti.kind = K_GENERATOR
             return ti
         if issubclass(tp, _SKIP_TYPES) or _own(ti.module):
@@ -1267,7 +1625,7 @@ class _Walker:
         else:
             for base, items in _SEQ_ITER:
                 if issubclass(tp, base):
-                    ti.kind, ti.items = K_SEQ, items
+                    ti.kind, ti.items, ti.base = K_SEQ, items, base
                     break
         if self.nn_module is not None and issubclass(tp, self.nn_module):
             ti.kind = K_NNMODULE
@@ -1306,7 +1664,8 @@ class _Walker:
             namespace = sys.modules.get(module)
             try:
                 d = _module_dict(namespace) if namespace is not None else None
-            except Exception:
+            except Exception as exc:
+                _reraise_foreign(exc)
                 d = None
             known = type(d) is dict and self.is_user_module(module, d)
             self.user_modules[module] = known
@@ -1322,14 +1681,15 @@ class _Walker:
             try:
                 file = _module_dict(module).get("__file__") if module is not None else None
                 known = file if type(file) is str else None
-            except Exception:
+            except Exception as exc:
+                _reraise_foreign(exc)
                 pass
             self.module_files[name] = known
         return known
 
     def type_name(self, value: Any) -> str:
         tp = type(value)
-        ti = self.types.get(tp)
+        ti = self.types.get(id(tp))
         return ti.name if ti is not None else _class_name(tp)
 
     # -- the result ----------------------------------------------------------------------------
@@ -1425,15 +1785,16 @@ def _sequence(value: Any) -> Iterable[Any]:
     return (value,)
 
 
-def _subclasses(base: type) -> Set[type]:
-    """base and every class derived from it, as the classes themselves record it."""
-    found = {base}
+def _subclasses(base: type) -> Set[int]:
+    """The ids of base and every class derived from it, as the classes themselves record it
+    (ids: hashing a class would call its metaclass' __hash__)."""
+    found = {id(base)}
     stack = [base]
     while stack:
         subs: List[type] = type.__subclasses__(stack.pop())
         for sub in subs:
-            if sub not in found:
-                found.add(sub)
+            if id(sub) not in found:
+                found.add(id(sub))
                 stack.append(sub)
     return found
 
@@ -1463,3 +1824,88 @@ def _subscript(key: str) -> str:
     if key.isprintable() and '"' not in key and "\\" not in key:
         return '["' + key + '"]'
     return "[" + repr(key) + "]"
+
+
+def _leaf(seq: Any) -> bool:
+    """A small plain sequence whose items are all untracked (numbers, strings): nothing can be
+    below it. Not looked into past BIG items."""
+    return len(seq) <= BIG and not any(map(_is_tracked, seq))
+
+
+_method_self: Callable[[Any], Any] = types.MethodType.__dict__["__self__"].__get__
+_method_func: Callable[[Any], Any] = types.MethodType.__dict__["__func__"].__get__
+
+
+def raised_by_the_script(exc: BaseException) -> bool:
+    """Whether exc was raised by code that is not memsight's. The census calls no code of the
+    user's, so that is a signal handler of the script's (SIGALRM for a per-step timeout) that
+    ran in the middle of the census: its exception is the script's, not a failure of ours."""
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return not tb.tb_frame.f_code.co_filename.startswith(_OWN_DIR)
+
+
+def _reraise_foreign(exc: BaseException) -> None:
+    """Raise exc again when the script raised it (raised_by_the_script)."""
+    if raised_by_the_script(exc):
+        raise exc
+
+
+def _rss() -> int:
+    """The process' resident set, in bytes (0 where /proc is not there)."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+class _Bitmap:
+    """A set of object addresses, one bit per 16 bytes (CPython's objects are 16-byte aligned),
+    in pages of 64 KiB of address space: about 1/128 of the heap it covers, against ~60 bytes
+    an object for a set of ids."""
+
+    __slots__ = ("pages",)
+    _SHIFT = 16  # 64 KiB of address space a page
+    _BYTES = 1 << (_SHIFT - 4 - 3)  # a bit per 16 bytes: 512 bytes a page
+
+    def __init__(self, ids: Iterable[int]) -> None:
+        self.pages: Dict[int, bytearray] = {}
+        for i in ids:
+            self.add(i)
+
+    def add(self, i: int) -> None:
+        page = self.pages.get(i >> 16)
+        if page is None:
+            page = self.pages[i >> 16] = bytearray(512)
+        bit = (i & 0xFFFF) >> 4
+        page[bit >> 3] |= 1 << (bit & 7)
+
+    def __contains__(self, i: int) -> bool:
+        page = self.pages.get(i >> 16)
+        if page is None:
+            return False
+        bit = (i & 0xFFFF) >> 4
+        return bool(page[bit >> 3] & (1 << (bit & 7)))
+
+    def __len__(self) -> int:
+        return len(self.pages)
+
+    def nbytes(self) -> int:
+        return len(self.pages) * (512 + 57 + 100)  # the bytearray, its object, the dict's slot
+
+
+def _may_hold_more(obj: Any, tp: type) -> bool:
+    """Whether an instance's attributes may lead to a tensor, seen through gc (its values,
+    unnamed, read in C): reading its __dict__ makes CPython 3.11+ create one for an instance
+    that had its attributes inline, so that is done only for instances worth naming."""
+    for value in gc.get_referents(obj):
+        if value is tp or not _is_tracked(value):
+            continue
+        if id(type(value)) in _PLAIN_SEQUENCES and _leaf(value):
+            continue
+        return True
+    return False

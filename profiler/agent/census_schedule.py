@@ -95,7 +95,7 @@ class CensusSchedule:
         self._take(kind, index, traceback=traceback, at="oom", exc_id=exc_id)
 
     def _take(self, kind: str, index: int, traceback: Any = None, **marks: Any) -> None:
-        from .census import take_census
+        from .census import raised_by_the_script, take_census
 
         began = time.perf_counter()
         try:
@@ -107,6 +107,8 @@ class CensusSchedule:
             )
             data = census.to_json()
         except Exception as exc:  # a census must never break the script
+            if raised_by_the_script(exc):
+                raise  # a signal handler's (a per-step timeout): the script's own exception
             self.agent.error("census", exc)
             return
         finally:

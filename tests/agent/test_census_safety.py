@@ -1,0 +1,418 @@
+"""The census inside a real program: bounded whatever the heap, and invisible to the program.
+
+Each test builds, in this process, what an ordinary training script holds (a dataset of
+millions of small records, classes used as dict keys, an exec namespace, a numpy buffer, a
+per-step timeout, a tracer or a mode of torch's) and takes a census as the agent's schedule
+does. Budgets are checked with a clock that advances by a fixed step at each reading: what
+the census may do between two readings is then a count, the same on a busy machine.
+"""
+
+from __future__ import annotations
+
+import gc
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+import torch
+
+from profiler.agent import census as census_module
+from profiler.agent.census import Census, take_census, unsafe_because
+
+FULL = 30.0
+CLOCK_STEP = 0.001  # seconds the fake clock advances at each reading
+
+
+def floats(n: int) -> torch.Tensor:
+    return torch.ones(n, dtype=torch.float32)
+
+
+def holder(c: Census, id_ending: str) -> dict[str, Any]:
+    found = [h for h in c.holders if h["id"].endswith(id_ending)]
+    assert len(found) == 1, (id_ending, [h["id"] for h in c.holders])
+    return found[0]
+
+
+@pytest.fixture
+def stepping_clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """The census' clock advances CLOCK_STEP at each reading; yields [readings]."""
+    readings = [0]
+    start = time.perf_counter()
+
+    def clock() -> float:
+        readings[0] += 1
+        return start + readings[0] * CLOCK_STEP
+
+    monkeypatch.setattr(census_module.time, "perf_counter", clock)
+    yield readings
+
+
+@pytest.fixture
+def counted_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many objects the census asked gc about: every item it looks at is asked once."""
+    count = [0]
+    real = gc.is_tracked
+
+    def is_tracked(obj: Any) -> bool:
+        count[0] += 1
+        return real(obj)
+
+    monkeypatch.setattr(census_module, "_is_tracked", is_tracked)
+    return count
+
+
+# -- bounded cost ------------------------------------------------------------------------------
+
+
+def test_the_time_budget_holds_inside_one_huge_list(
+    stepping_clock: list[int], counted_reads: list[int]
+) -> None:
+    # A tokenised dataset: one list of 300 k small lists. 20 readings of the clock are the whole
+    # budget; the census must look at no more than a few chunks' worth of items after each.
+    dataset = [[i, i + 1, i + 2] for i in range(300_000)]
+    c = take_census(torch, max_seconds=20 * CLOCK_STEP, find_unreached=False)
+    assert c.partial and c.cost["stopped_by"] == "time"
+    per_reading = counted_reads[0] / stepping_clock[0]
+    assert per_reading < 4 * census_module.CHUNK, (counted_reads[0], stepping_clock[0])
+    del dataset
+
+
+def test_the_time_budget_holds_inside_one_huge_dict(
+    stepping_clock: list[int], counted_reads: list[int]
+) -> None:
+    index = {str(i): (i, [i]) for i in range(200_000)}
+    c = take_census(torch, max_seconds=20 * CLOCK_STEP, find_unreached=False)
+    assert c.partial and c.cost["stopped_by"] == "time"
+    assert counted_reads[0] / stepping_clock[0] < 4 * census_module.CHUNK
+    del index
+
+
+def _records(n: int) -> list[dict[str, Any]]:
+    # Annotations: each a dict with a nested dict, so that every record is walked.
+    return [{"bbox": [i, 1, 2, 3], "label": i, "meta": {"ids": [i], "src": "a"}} for i in range(n)]
+
+
+MEMORY_PROBE = """
+import gc, sys
+import torch
+from profiler.agent.census import take_census
+
+def hwm():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+
+records = [{"bbox": [i, 1, 2, 3], "label": i, "meta": {"ids": [i], "src": "a"}}
+           for i in range(int(sys.argv[1]))]
+kept = [torch.ones(10) for _ in range(3)]
+gc.collect()
+before = hwm()
+c = take_census(torch, max_seconds=300, find_unreached=False)
+held = [h["bytes"] for h in c.holders if h["id"].endswith(":kept")]
+print(hwm() - before, c.cost["objects"], int(c.partial), held)
+"""
+
+
+def test_the_census_memory_does_not_grow_with_the_heap(tmp_path: Any) -> None:
+    # In a process of its own, so that its peak RSS is the census' alone: 300 k records of two
+    # dicts each, every one walked.
+    import subprocess
+
+    script = tmp_path / "probe.py"
+    script.write_text(MEMORY_PROBE)
+    done = subprocess.run(
+        [sys.executable, str(script), "300000"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=str(Path(census_module.__file__).parents[2]),
+    )
+    assert done.returncode == 0, done.stderr
+    added, objects, partial, held = done.stdout.split(maxsplit=3)
+    assert partial == "0" and int(objects) >= 600_000
+    assert held.strip() == "[120]"
+    # 16 MiB + 1 % of the RSS is the target; the census' own tables stay far below it.
+    assert int(added) < 16 * 2**20, added
+
+
+def test_holders_outside_a_huge_collection_are_named_before_it_is_read(
+    stepping_clock: list[int],
+) -> None:
+    dataset = _records(200_000)  # met first, read last
+    losses = [floats(4) for _ in range(3000)]  # a collection too, but a small one
+    kept = [floats(100)]
+    c = take_census(torch, max_seconds=60 * CLOCK_STEP, find_unreached=False)
+    assert c.partial
+    assert holder(c, ":kept")["bytes"] == 400
+    assert holder(c, ":losses")["count"] == 3000
+    del dataset, losses, kept
+
+
+# -- never the user's code ---------------------------------------------------------------------
+
+
+def test_classes_with_a_metaclass_hash_are_never_hashed() -> None:
+    calls: list[str] = []
+
+    class Meta(type):
+        def __hash__(cls) -> int:
+            calls.append("__hash__")
+            raise RuntimeError("hashed")
+
+        def __eq__(cls, other: object) -> bool:
+            calls.append("__eq__")
+            raise RuntimeError("compared")
+
+    class Key(metaclass=Meta):
+        pass
+
+    class Record(metaclass=Meta):
+        def __init__(self) -> None:
+            self.data = floats(8)
+
+    by_class = {id(Key): floats(16)}
+    records = [Record() for _ in range(3)]
+    calls.clear()
+    c = take_census(torch, max_seconds=FULL)
+    assert calls == []
+    assert not c.partial and c.cost["errors"] == 0
+    assert holder(c, ":by_class")["bytes"] == 64
+    assert holder(c, ":records[*].data")["bytes"] == 96
+    del by_class, records, Key, Record
+
+
+class CountingMapping(Mapping[str, Any]):
+    """A namespace of the user's: every read is counted."""
+
+    def __init__(self, data: dict[str, Any], calls: list[str]) -> None:
+        self.data, self.calls = data, calls
+
+    def __getitem__(self, key: str) -> Any:
+        self.calls.append("__getitem__")
+        return self.data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        self.calls.append("__iter__")
+        return iter(self.data)
+
+    def __len__(self) -> int:
+        self.calls.append("__len__")
+        return len(self.data)
+
+    def items(self) -> Any:
+        self.calls.append("items")
+        return self.data.items()
+
+    def keys(self) -> Any:
+        self.calls.append("keys")
+        return self.data.keys()
+
+
+def test_a_namespace_of_the_users_is_never_read() -> None:
+    # exec(code, globals, mapping) in another thread, waiting: its frame's f_locals is the
+    # mapping; reading it would run the user's items().
+    calls: list[str] = []
+    ready, release = threading.Event(), threading.Event()
+    namespace = CountingMapping({"x": floats(4)}, calls)
+    code = compile("ready.set()\nrelease.wait(30)\n", "<user exec>", "exec")
+    worker = threading.Thread(
+        target=exec, args=(code, {"ready": ready, "release": release}, namespace)
+    )
+    worker.start()
+    try:
+        assert ready.wait(30)
+        calls.clear()
+        c = take_census(torch, max_seconds=FULL)
+        seen = list(calls)
+    finally:
+        release.set()
+        worker.join(30)
+    assert seen == []
+    assert not c.partial
+
+
+def _resize_after_census() -> None:
+    buffer = np.zeros(16)
+    take_census(torch, max_seconds=FULL, find_unreached=False)
+    buffer.resize(32)  # refcheck: raises while anything else holds a reference to it
+
+
+def test_a_local_buffer_can_be_resized_after_a_census() -> None:
+    _resize_after_census()
+
+
+def test_the_locals_a_function_kept_itself_stay_as_they_were() -> None:
+    # `env = locals()` holds the frame's snapshot: the census leaves it alone.
+    value = floats(3)
+    env = locals()
+    take_census(torch, max_seconds=FULL, find_unreached=False)
+    assert env["value"] is value
+
+
+class StepTimeout(Exception):
+    pass
+
+
+def test_a_signal_handlers_exception_during_a_census_reaches_the_script() -> None:
+    records = _records(300_000)  # a census of seconds
+    main = threading.get_ident()
+    census_file = census_module.__file__
+
+    def in_census() -> bool:
+        frame = sys._current_frames().get(main)
+        while frame is not None:
+            if frame.f_code.co_filename == census_file:
+                return True
+            frame = frame.f_back
+        return False
+
+    def alarm() -> None:
+        deadline = time.monotonic() + 60
+        while not in_census() and time.monotonic() < deadline:
+            time.sleep(0.001)
+        signal.pthread_kill(main, signal.SIGALRM)
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise StepTimeout()
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    sender = threading.Thread(target=alarm)
+    try:
+        sender.start()
+        with pytest.raises(StepTimeout) as raised:
+            take_census(torch, max_seconds=FULL, find_unreached=False)
+    finally:
+        sender.join(60)
+        signal.signal(signal.SIGALRM, previous)
+    files = []
+    tb = raised.value.__traceback__
+    while tb is not None:
+        files.append(tb.tb_frame.f_code.co_filename)
+        tb = tb.tb_next
+    assert census_file in files  # raised while the census ran, and not swallowed by it
+    assert gc.isenabled()
+    del records
+
+
+def test_the_schedule_lets_the_scripts_exception_through() -> None:
+    from profiler.agent.census_schedule import CensusSchedule
+
+    class Agent:
+        started = time.monotonic()
+        errors: ClassVar[list[str]] = []
+
+        def error(self, where: str, exc: BaseException) -> None:
+            self.errors.append(where)
+
+        def event(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+    def raise_from_the_script(*args: Any, **kwargs: Any) -> Any:
+        raise StepTimeout()  # this test file is the script's code
+
+    agent = Agent()
+    schedule = CensusSchedule(agent, torch, "every-1")
+    original = census_module.take_census
+    census_module.take_census = raise_from_the_script
+    try:
+        with pytest.raises(StepTimeout):
+            schedule.at_boundary("optimizer steps", 1)
+    finally:
+        census_module.take_census = original
+    assert agent.errors == []
+
+
+# -- tensors read without the program seeing it -------------------------------------------------
+
+
+class Wrapper(torch.Tensor):
+    """A wrapper subclass, as DTensor or a quantized tensor is: its data is `inner`."""
+
+    calls: ClassVar[list[str]] = []
+
+    @staticmethod
+    def __new__(cls, inner: torch.Tensor) -> Wrapper:
+        made = torch.Tensor._make_wrapper_subclass(  # type: ignore[attr-defined]
+            cls, inner.shape, dtype=inner.dtype, device=inner.device
+        )
+        made.inner = inner
+        return made  # type: ignore[no-any-return]
+
+    @classmethod
+    def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        cls.calls.append(str(func))
+        unwrap = [a.inner if type(a) is Wrapper else a for a in args]
+        return func(*unwrap, **(kwargs or {}))
+
+
+def test_a_wrapper_subclass_is_counted_by_what_it_holds_without_dispatching() -> None:
+    wrapped = Wrapper(floats(25))
+    Wrapper.calls.clear()
+    c = take_census(torch, max_seconds=FULL)
+    assert Wrapper.calls == []
+    assert holder(c, ":wrapped")["bytes"] == 100
+    del wrapped
+
+
+def test_an_active_torch_function_mode_sees_none_of_the_census_calls() -> None:
+    from torch.overrides import TorchFunctionMode
+
+    seen: list[Any] = []
+
+    class Counter(TorchFunctionMode):
+        def __torch_function__(
+            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+        ) -> Any:
+            seen.append(func)
+            return func(*args, **(kwargs or {}))
+
+    kept = [floats(5)]
+    with Counter():
+        assert unsafe_because(torch) == "torch function mode"  # the schedule waits
+        take_census(torch, max_seconds=FULL)  # and a census taken anyway is not seen
+    assert seen == []
+    del kept
+
+
+class Probe(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.reasons: list[str | None] = []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.reasons.append(unsafe_because(torch))
+        return x * 2
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.trace:DeprecationWarning")
+def test_no_census_while_tracing_or_transforming() -> None:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    probe = Probe()
+    x = torch.ones(3)
+    probe(x)
+    torch.jit.trace(probe, (x,), check_trace=False)
+    torch.fx.symbolic_trace(probe)
+    torch.func.vmap(probe)(torch.ones(2, 3))
+
+    class Passing(TorchDispatchMode):
+        def __torch_dispatch__(
+            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+        ) -> Any:
+            return func(*args, **(kwargs or {}))
+
+    with Passing():
+        probe(x)
+    assert probe.reasons == [
+        None,
+        "jit tracing",
+        "fx tracing",
+        "functorch transform",
+        "dispatch mode",
+    ]
