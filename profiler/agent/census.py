@@ -328,6 +328,7 @@ def take_census(
     max_holders: int = MAX_HOLDERS,
     find_unreached: bool = True,
     traceback: Optional[types.TracebackType] = None,
+    progress: Optional[CensusProgress] = None,
 ) -> Census:
     """Live tensor storages and their holders, now.
 
@@ -339,21 +340,57 @@ def take_census(
     covers what the roots reach. traceback: an exception's (an out-of-memory error's): the
     locals of its frames are roots too, those the stack no longer holds included (an error
     that ended the script has left every frame by the time it is reported).
+
+    progress: a census in slices. One that runs out of time while it reads collections says
+    so (cost["continues"]); a later call with the same progress goes on from there, and the
+    census of the slice that ends is the whole one (cost["slices"], "max_pause_us"; wall_us
+    and cpu_us are then the slices' sums).
     """
     walker = _Walker(torch, max_seconds, max_depth, max_objects)
     walker.find_unreached = find_unreached
     walker.traceback = traceback
+    walker.progress = progress
+    if progress is not None:
+        progress.slices += 1
     # No collection inside the pause: one triggered by the census' own allocations would walk
     # every object again, and run finalizers (the user's __del__) in the middle of the walk.
     collecting = gc.isenabled()
     gc.disable()
     try:
         walker.run(skip_frames, exclude_threads)
-        return walker.result(max_holders)
+        census = walker.result(max_holders)
     finally:
         if collecting:
             gc.enable()
         walker.release()
+    if progress is not None:
+        unfinished = walker.stopped in ("time", "objects") and walker.carrying
+        _add_slice(census.cost, progress, unfinished)
+    return census
+
+
+MAX_SLICES = 200  # a census in slices gives up after this many (stopped_by "slices")
+
+
+def _add_slice(cost: Dict[str, Any], progress: CensusProgress, unfinished: bool) -> None:
+    """A slice's cost into the census' whole, and whether another slice goes on from it."""
+    progress.wall_us += cost["wall_us"]
+    progress.cpu_us += cost["cpu_us"]
+    progress.max_pause_us = max(progress.max_pause_us, cost["wall_us"])
+    progress.objects += cost["objects"]
+    progress.errors += cost["errors"]
+    continues = unfinished and progress.slices < MAX_SLICES
+    if unfinished and not continues:
+        cost["stopped_by"] = "slices"
+    cost.update(
+        wall_us=progress.wall_us,
+        cpu_us=progress.cpu_us,
+        objects=progress.objects,
+        errors=progress.errors,
+        slices=progress.slices,
+        max_pause_us=progress.max_pause_us,
+        continues=continues,
+    )
 
 
 class _Holder:
@@ -401,6 +438,28 @@ class _Holder:
         self.devices: Set[str] = set()
         self.dtypes: Set[str] = set()
         self.shapes: List[Tuple[int, ...]] = []
+
+    def copy(self) -> _Holder:
+        other = _Holder.__new__(_Holder)
+        for name in _Holder.__slots__:
+            setattr(other, name, getattr(self, name))
+        other.devices, other.dtypes, other.shapes = set(self.devices), set(self.dtypes), []
+        other.shapes.extend(self.shapes)
+        return other
+
+    def add(self, other: _Holder) -> None:
+        """What other (the same holder, from another slice of the census) counted."""
+        self.count += other.count
+        self.storages += other.storages
+        self.bytes += other.bytes
+        self.grad_storages += other.grad_storages
+        self.grad_bytes += other.grad_bytes
+        self.with_graph += other.with_graph
+        self.devices |= other.devices
+        self.dtypes |= other.dtypes
+        for shape in other.shapes:
+            if len(self.shapes) < MAX_SHAPES and shape not in self.shapes:
+                self.shapes.append(shape)
 
     def to_json(self) -> Dict[str, Any]:
         return {
@@ -562,6 +621,55 @@ class _TypeInfo:
 
 
 _TensorInfo = Tuple[Tuple[str, int], int, str, str]  # storage key, bytes, device, dtype
+DONE = -1  # a collection's position once read to its end
+
+
+class _Level:
+    """One level of a depth-first dive: objects (each under ctxs[i], or all under ctx), the
+    next index, their depth; a collection's level also reads its chunks and knows its key
+    and where its current chunk starts in it."""
+
+    __slots__ = ("batch", "chunks", "ctx", "ctxs", "depth", "i", "key", "marked", "objs", "offset")
+
+    def __init__(
+        self,
+        objs: List[Any],
+        ctxs: Optional[List[_Ctx]],
+        ctx: Optional[_Ctx],
+        depth: int,
+        marked: bool,
+    ) -> None:
+        self.objs = objs
+        self.ctxs = ctxs
+        self.ctx = ctx
+        self.depth = depth
+        self.marked = marked  # the objects are in the visited set already (pushed)
+        self.i = 0
+        self.batch = 0  # where the batch being walked below this level began
+        self.chunks: Optional[Iterator[List[Any]]] = None
+        self.key: Optional[Tuple[str, int]] = None
+        self.offset = 0
+
+
+class CensusProgress:
+    """What a census cut short by its pause carries to its next slice (take_census(progress=)):
+    strings, ints and ids only, so no reference to any object of the program outlives a slice.
+
+    positions: items read so far of each collection, by (its holder's path, its id), where the
+    next slice goes on (DONE: read to its end); holders, storages: what the collections' items
+    gave so far (storage key -> bytes, device, dtype, holder id, slice). The walk outside the
+    collections is done again at every slice, so what it finds is as of the last one."""
+
+    def __init__(self) -> None:
+        self.positions: Dict[Tuple[str, int], int] = {}
+        self.holders: Dict[str, _Holder] = {}
+        self.storages: Dict[Tuple[str, int], Tuple[int, str, str, str, int]] = {}
+        self.slices = 0
+        self.wall_us = 0
+        self.cpu_us = 0
+        self.max_pause_us = 0
+        self.objects = 0
+        self.errors = 0
 
 
 class _Walker:
@@ -625,7 +733,7 @@ class _Walker:
         self.graph_only: Set[Tuple[str, int]] = set()
         self.claimed: Set[Tuple[str, int]] = set()
         self.holders: Dict[str, _Holder] = {}
-        self.graphs: List[Tuple[Any, _Ctx]] = []
+        self.graphs: List[Tuple[Any, _Holder]] = []
         self.deferred: List[Tuple[Any, _Ctx]] = []
         # Collections (more than BIG items) met by the walk: read after it, smallest first (a
         # list of kept losses before a dataset of millions of records). A heap of
@@ -637,6 +745,10 @@ class _Walker:
         # emptied at its end, so that no reference to a local outlives it.
         self.snapshots: List[Tuple[Any, Dict[Any, Any]]] = []
         self.memory_cap = MEMORY_FLOOR + int(MEMORY_SHARE * _rss())
+        self.progress: Optional[CensusProgress] = None  # a census in slices: carried state
+        self.carrying = False  # reading collections of a census in slices: carry what is found
+        self.diving: Optional[List[_Level]] = None  # the dive's stack, while one runs
+        self.met: List[Tuple[Any, _Ctx, int]] = []  # collections met by the dive's last batch
         self.graph_seen: Dict[int, Any] = {}
         self.objects = 0
         self.graph_nodes = 0
@@ -796,15 +908,26 @@ class _Walker:
             info = self.infos[id(t)] = self.info(t)
             self.tensors.append(t)
         base = ctx.base
-        h = base.holder
-        if h is None:
-            h = self.holder_for(base)
-        h.count += 1
         key = info[0]
-        if key not in self.claimed:
-            self.claimed.add(key)
-            h.storages += 1
-            h.bytes += info[1]
+        if self.carrying:
+            h = self.carried(base)
+            progress = self.progress
+            assert progress is not None
+            known = progress.storages.get(key)
+            if known is not None and known[4] != progress.slices:
+                return  # read by an earlier slice: this item is being read again
+            h.count += 1
+            if known is None and key not in self.claimed:
+                progress.storages[key] = (info[1], info[2], info[3], h.id, progress.slices)
+                h.storages += 1
+                h.bytes += info[1]
+        else:
+            h = base.holder or self.holder_for(base)
+            h.count += 1
+            if key not in self.claimed:
+                self.claimed.add(key)
+                h.storages += 1
+                h.bytes += info[1]
         if not ti.wrapper:
             h.devices.add(info[2])
             h.dtypes.add(info[3])
@@ -825,7 +948,7 @@ class _Walker:
             return
         if grad_fn is not None:
             h.with_graph += 1
-            self.graphs.append((grad_fn, base))
+            self.graphs.append((grad_fn, h))
         if grad is not None:
             self.push(grad, ctx.anonymous())
         if ti.dict_get is not None:
@@ -833,6 +956,16 @@ class _Walker:
             namespace = ti.dict_get(t)
             if issubclass(type(namespace), dict):
                 self.push_all(list(dict.values(namespace)), ctx.anonymous())
+
+    def carried(self, base: _Ctx) -> _Holder:
+        """The holder, among those a census in slices carries, that base counts under."""
+        assert self.progress is not None
+        holders = self.progress.holders
+        hid = base.root + base.path
+        h = holders.get(hid)
+        if h is None:
+            h = holders[hid] = _Holder(base)
+        return h
 
     def holder_for(self, base: _Ctx) -> _Holder:
         hid = base.root + base.path
@@ -1014,7 +1147,9 @@ class _Walker:
                 if len(nobjs) >= FRONTIER_MAX:
                     self.objects = n - 1
                     self.sequences(batch, batch_ctx)
-                    self.dive(objs, ctxs, None, depth, marked=True, start=i)
+                    rest = _Level(objs, ctxs, None, depth, marked=True)
+                    rest.i = i
+                    self.dive(rest)
                     if self.stopped is not None:
                         return
                     self.depth = depth
@@ -1079,107 +1214,154 @@ class _Walker:
         batch.reverse()
         self.push_all(reversed(gc.get_referents(*batch)), ctx)
 
-    def dive(
-        self,
-        objs: List[Any],
-        ctxs: Optional[List[_Ctx]],
-        ctx: Optional[_Ctx],
-        depth: int,
-        marked: bool,
-        start: int = 0,
-        chunks: Optional[Iterator[List[Any]]] = None,
-    ) -> None:
-        """Depth-first from objs[start:] (at `depth`; each under ctxs[i], or all under ctx),
-        then from each further chunk: the stack holds one list of at most CHUNK + BIG objects
-        a level, so the memory stays bounded whatever the heap's shape. marked: the objects
-        are in the visited set already (pushed), else they are checked and added here."""
+    def dive(self, first: _Level) -> None:
+        """Depth-first from a level of objects (or a collection's chunks): the stack holds one
+        list of at most CHUNK + BIG objects a level, so the memory stays bounded whatever the
+        heap's shape. A collection met on the way is a level of its own, read at once."""
         tracked = _is_tracked
         plain = _PLAIN_SEQUENCES
-        # Each level: objects, their contexts (or None: all under the level's context), the
-        # level's context, the next index, depth, marked, the chunks still to read.
-        stack: List[List[Any]] = [[objs, ctxs, ctx, start, depth, marked, chunks]]
-        while stack:
-            level = stack[-1]
-            objs, ctxs, ctx, i, depth, marked, chunks = level
-            if i >= len(objs):
-                more: Optional[List[Any]] = None
-                if chunks is not None:
+        stack: List[_Level] = [first]
+        self.diving = stack
+        try:
+            while stack:
+                level = stack[-1]
+                objs, i = level.objs, level.i
+                if i >= len(objs):
+                    if not self.next_chunk(level):
+                        stack.pop()
+                    continue
+                if self.over_budget():
+                    return
+                self.depth = depth = level.depth
+                expand = depth < self.max_depth
+                ctxs, ctx, marked = level.ctxs, level.ctx, level.marked
+                nobjs: List[Any] = []
+                nctxs: List[_Ctx] = []
+                self.next_objs, self.next_ctxs = nobjs, nctxs
+                visited = self.visited
+                n = self.objects
+                end = len(objs)
+                level.batch = i
+                while i < end and len(nobjs) < CHUNK and not self.met:
+                    obj = objs[i]
+                    c = ctxs[i] if ctxs is not None else ctx
+                    i += 1
+                    n += 1
+                    if not n % CHECK_EVERY:
+                        self.objects = n
+                        if self.over_budget():
+                            # What this batch found below it is not walked yet: the next
+                            # slice reads the batch again.
+                            level.i = level.batch
+                            return
+                        visited = self.visited
+                    if not marked:
+                        if not tracked(obj):
+                            continue
+                        oid = id(obj)
+                        if oid in visited:
+                            continue
+                        tp = type(obj)
+                        if id(tp) in plain and _leaf(obj):
+                            continue  # a tuple of numbers: nothing below it, nothing to remember
+                        visited.add(oid)
+                    else:
+                        tp = type(obj)
+                    assert c is not None
+                    if id(tp) in plain:
+                        if not expand:
+                            continue
+                        anon = c if c.anon else c.anonymous()
+                        size = len(obj)
+                        if size > BIG:
+                            self.later(obj, size, anon, depth + 1)
+                        else:
+                            self.push_all(reversed(gc.get_referents(obj)), anon)
+                        continue
                     try:
-                        more = next(chunks, None)
-                    except Exception as exc:  # changed size while it was read: done with it
+                        if tp is dict and expand:
+                            self.mapping(obj, c)
+                        else:
+                            self.visit(obj, c, expand)
+                    except Exception as exc:  # an object that changed under the walk
                         _reraise_foreign(exc)
                         self.errors += 1
-                if more:
-                    level[0], level[3], level[5] = more, 0, False
-                else:
-                    stack.pop()
-                continue
-            if self.over_budget():
-                return
-            self.depth = depth
-            expand = depth < self.max_depth
-            nobjs: List[Any] = []
-            nctxs: List[_Ctx] = []
-            self.next_objs, self.next_ctxs = nobjs, nctxs
-            visited = self.visited
-            n = self.objects
-            end = len(objs)
-            while i < end and len(nobjs) < CHUNK:
-                obj = objs[i]
-                c = ctxs[i] if ctxs is not None else ctx
-                i += 1
-                n += 1
-                if not n % CHECK_EVERY:
-                    self.objects = n
-                    if self.over_budget():
-                        return
-                    visited = self.visited
-                if not marked:
-                    if not tracked(obj):
-                        continue
-                    oid = id(obj)
-                    if oid in visited:
-                        continue
-                    tp = type(obj)
-                    if id(tp) in plain and _leaf(obj):
-                        continue  # a tuple of numbers: nothing below it, nothing to remember
-                    visited.add(oid)
-                else:
-                    tp = type(obj)
-                assert c is not None
-                if id(tp) in plain:
-                    if not expand:
-                        continue
-                    anon = c if c.anon else c.anonymous()
-                    size = len(obj)
-                    if size > BIG:
-                        self.later(obj, size, anon, depth + 1)
-                    else:
-                        self.push_all(reversed(gc.get_referents(obj)), anon)
-                    continue
-                try:
-                    if tp is dict and expand:
-                        self.mapping(obj, c)
-                    else:
-                        self.visit(obj, c, expand)
-                except Exception as exc:  # an object that changed under the walk, a broken one
-                    _reraise_foreign(exc)
-                    self.errors += 1
-            self.objects = n
-            level[3] = i
-            if nobjs:
-                stack.append([nobjs, nctxs, None, 0, depth + 1, True, None])
+                self.objects = n
+                level.i = i
+                if nobjs:
+                    stack.append(_Level(nobjs, nctxs, None, depth + 1, marked=True))
+                met, self.met = self.met, []
+                for obj, ctx, depth in met:
+                    entered = self.enter(obj, ctx, depth)
+                    if entered is not None:
+                        stack.append(entered)
+        finally:
+            self.diving = None
+            self.met = []
+            if self.stopped is not None:
+                self.note_positions(stack)
+
+    def next_chunk(self, level: _Level) -> bool:
+        """Load a collection level's next chunk; False when it has no more (it is read)."""
+        more: Optional[List[Any]] = None
+        if level.chunks is not None:
+            try:
+                more = next(level.chunks, None)
+            except Exception as exc:  # changed size while it was read: done with it
+                _reraise_foreign(exc)
+                self.errors += 1
+        if more:
+            level.offset += len(level.objs)
+            level.objs, level.i, level.batch, level.marked = more, 0, 0, False
+            return True
+        if level.key is not None and self.progress is not None:
+            self.progress.positions[level.key] = DONE
+        return False
+
+    def note_positions(self, stack: List[_Level]) -> None:
+        """The census stopped: where each collection on the stack goes on at the next slice.
+        Below the top of the stack, the items of a level's last batch are being walked still,
+        and the top's batch was cut short: the next slice reads them again (their storages
+        are not counted again)."""
+        progress = self.progress
+        if progress is None:
+            return
+        top = len(stack) - 1
+        for n, level in enumerate(stack):
+            if level.key is not None:
+                at = level.i if n == top else level.batch
+                progress.positions[level.key] = level.offset + at
 
     def later(self, obj: Any, size: int, ctx: _Ctx, depth: int) -> None:
-        """A collection met at depth - 1: its items are read after the walk (collection)."""
+        """A collection met at depth - 1: its items are read after the walk (collection), or,
+        met while diving, right after the object that holds it."""
+        if self.diving is not None:
+            self.met.append((obj, ctx, depth))
+            return
         self.collections_met += 1  # unique: the heap never compares two collections
         heapq.heappush(self.collections, (size, self.collections_met, obj, ctx, depth))
 
+    def enter(self, obj: Any, ctx: _Ctx, depth: int) -> Optional[_Level]:
+        """The level that reads a collection from where an earlier slice left it, or None when
+        an earlier slice read it to its end. Known by its holder's path and its id."""
+        key = (ctx.root + ctx.path, id(obj))
+        at = 0
+        if self.progress is not None:
+            self.carrying = True  # from here on, what is found is carried to the next slice
+            at = self.progress.positions.get(key, 0)
+            if at == DONE:
+                return None
+        level = _Level([], None, ctx, depth, marked=False)
+        level.chunks, level.key, level.offset = self.chunks(obj, ctx, at), key, at
+        return level
+
     def collection(self, obj: Any, ctx: _Ctx, depth: int) -> None:
         """A collection's items, CHUNK at a time, and what is below them (dive)."""
-        self.dive([], None, ctx, depth, marked=False, chunks=self.chunks(obj, ctx))
+        level = self.enter(obj, ctx, depth)
+        if level is not None:
+            self.dive(level)
 
-    def chunks(self, obj: Any, ctx: _Ctx) -> Iterator[List[Any]]:
+    def chunks(self, obj: Any, ctx: _Ctx, at: int = 0) -> Iterator[List[Any]]:
         """A collection's items, at most CHUNK at a time, read by its base type's C methods.
         Of a dict: its values, and its keys that are containers; tensor keys are walked after
         the rest (something else should name them: an optimizer's state is keyed by the
@@ -1187,7 +1369,6 @@ class _Walker:
         tp = type(obj)
         if issubclass(tp, (list, tuple)):
             get = list.__getitem__ if issubclass(tp, list) else tuple.__getitem__
-            at = 0
             while True:
                 chunk = list(get(obj, slice(at, at + CHUNK)))
                 if not chunk:
@@ -1196,6 +1377,7 @@ class _Walker:
                 yield chunk
         if issubclass(tp, dict):
             items = iter(dict.items(obj))
+            collections.deque(islice(items, at), maxlen=0)  # read by an earlier slice
             while True:
                 pairs = list(islice(items, CHUNK))
                 if not pairs:
@@ -1212,6 +1394,7 @@ class _Walker:
         for base in (set, frozenset, collections.deque):
             if issubclass(tp, base):
                 found = iter(base.__iter__(obj))
+                collections.deque(islice(found, at), maxlen=0)
                 while True:
                     chunk = list(islice(found, CHUNK))
                     if not chunk:
@@ -1292,6 +1475,8 @@ class _Walker:
                 self.defer(key, anon)
             if not _is_tracked(value) or id(value) in visited:
                 continue
+            if id(type(value)) in _PLAIN_SEQUENCES and _leaf(value):
+                continue  # a list of numbers or strings: nothing below it
             child = self.key_child(ctx, key, value) if named and type(key) is str else None
             self.push(value, child if child is not None else anon)
 
@@ -1495,9 +1680,7 @@ class _Walker:
         what it reaches directly: what is left is memory only the graph keeps. Then the graphs
         of tensors that no root reaches, under one holder of kind "graph": their saved tensors
         have no Python objects, so gc did not find them."""
-        for grad_fn, base in self.graphs:
-            h = base.holder
-            assert h is not None
+        for grad_fn, h in self.graphs:
             if not self.walk_graph(grad_fn, h):
                 return
         unreached = _Ctx("graph:", "unreached", "graphs of unreached tensors", "graph", "", "")
@@ -1694,8 +1877,40 @@ class _Walker:
 
     # -- the result ----------------------------------------------------------------------------
 
+    def carried_holders(self) -> Tuple[Dict[str, _Holder], Set[Tuple[str, int]]]:
+        """This slice's holders with what earlier slices carried added (copies: the carried
+        ones go on), and every storage claimed. A storage this slice's walk outside the
+        collections claimed counts there, not again under a collection's holder."""
+        progress = self.progress
+        if progress is None:
+            return self.holders, self.claimed
+        holders = dict(self.holders)
+        claimed = set(self.claimed)
+        taken: Dict[str, List[int]] = {}
+        for key, (nbytes, dev, dt, hid, _slice) in progress.storages.items():
+            if key in self.claimed:
+                owed = taken.setdefault(hid, [0, 0])
+                owed[0] += 1
+                owed[1] += nbytes
+            else:
+                claimed.add(key)
+                if key not in self.storages:
+                    self.storages[key] = (nbytes, dev, dt)
+        for hid, carried in progress.holders.items():
+            copy = carried.copy()
+            storages, nbytes = taken.get(hid, (0, 0))
+            copy.storages -= storages
+            copy.bytes -= nbytes
+            mine = holders.get(hid)
+            if mine is None:
+                holders[hid] = copy
+            else:
+                mine.add(copy)
+        return holders, claimed
+
     def result(self, max_holders: int) -> Census:
         partial = self.stopped is not None
+        holders, claimed = self.carried_holders()
         by_device: Dict[str, Dict[str, int]] = {}
         by_dtype: Dict[str, Dict[str, int]] = {}
         total = 0
@@ -1719,11 +1934,11 @@ class _Walker:
         unattributed_bytes: Optional[int] = None
         unattributed_count: Optional[int] = None
         if not partial and self.find_unreached:
-            left = {ti[0] for ti in self.infos.values()} - self.claimed
+            left = {ti[0] for ti in self.infos.values()} - claimed
             unattributed_count = len(left)
             unattributed_bytes = sum(self.storages[k][0] for k in left)
         ranked = sorted(
-            (h for h in self.holders.values() if h.count or h.grad_bytes),
+            (h for h in holders.values() if h.count or h.grad_bytes),
             key=lambda h: (-(h.bytes + h.grad_bytes), -h.count, h.id),
         )
         shown, rest = ranked[: max(0, max_holders)], ranked[max(0, max_holders) :]
@@ -1740,7 +1955,7 @@ class _Walker:
             "graph_nodes": self.graph_nodes,
             "errors": self.errors,
             "partial": partial,
-            "stopped_by": self.stopped,  # "time" or "objects" when partial
+            "stopped_by": self.stopped,  # "time", "objects" or "memory" when partial
         }
         return Census(
             tensors,
@@ -1868,14 +2083,11 @@ class _Bitmap:
     in pages of 64 KiB of address space: about 1/128 of the heap it covers, against ~60 bytes
     an object for a set of ids."""
 
-    __slots__ = ("pages",)
-    _SHIFT = 16  # 64 KiB of address space a page
-    _BYTES = 1 << (_SHIFT - 4 - 3)  # a bit per 16 bytes: 512 bytes a page
+    __slots__ = ("before", "pages")
 
-    def __init__(self, ids: Iterable[int]) -> None:
+    def __init__(self, before: Set[int]) -> None:
+        self.before = before  # the set it takes over from, kept as it is: no pause to copy it
         self.pages: Dict[int, bytearray] = {}
-        for i in ids:
-            self.add(i)
 
     def add(self, i: int) -> None:
         page = self.pages.get(i >> 16)
@@ -1887,15 +2099,16 @@ class _Bitmap:
     def __contains__(self, i: int) -> bool:
         page = self.pages.get(i >> 16)
         if page is None:
-            return False
+            return i in self.before
         bit = (i & 0xFFFF) >> 4
-        return bool(page[bit >> 3] & (1 << (bit & 7)))
+        return bool(page[bit >> 3] & (1 << (bit & 7))) or i in self.before
 
     def __len__(self) -> int:
-        return len(self.pages)
+        return len(self.before) + len(self.pages)
 
     def nbytes(self) -> int:
-        return len(self.pages) * (512 + 57 + 100)  # the bytearray, its object, the dict's slot
+        # The bytearray, its object and the dict's slot a page; the set's ids.
+        return len(self.pages) * (512 + 57 + 100) + 60 * len(self.before)
 
 
 def _may_hold_more(obj: Any, tp: type) -> bool:

@@ -8,9 +8,13 @@ the lower ones no longer trigger censuses.
 
 "auto": at iterations 5, 10, 20, 40, ... (doubling: a long run gets a few censuses, spread over
 it), "every-N": every N iterations, "never": none. Either way a census waits (to a later
-iteration) while censuses so far have taken more than BUDGET_SHARE of the run's wall time, and
-one census stops at MAX_PAUSE_S (it is then marked partial). None runs while torch.compile
-traces.
+iteration) while censuses so far have taken more than BUDGET_SHARE of the run's wall time.
+One pause lasts at most MAX_PAUSE_S: a census that needs longer (a heap of millions of
+objects) goes on from where it stopped at the next iterations, one slice each, as long as
+censuses so far have taken at most SLICES_SHARE of the run, and is sent once whole
+(census.CensusProgress). None runs while the code is traced, compiled or transformed, or while
+a torch function or dispatch mode is active (census.unsafe_because): it waits for the next
+iteration.
 
 An out-of-memory error gets a census of its own (at_error), whatever the budget: what was
 alive when memory ran out, the frames the error left included. At most MAX_ERROR_CENSUSES a
@@ -30,6 +34,7 @@ OPTIMIZER_STEPS, BACKWARD_PASSES, FORWARD_PASSES = (
 _RANK = {OPTIMIZER_STEPS: 0, BACKWARD_PASSES: 1, FORWARD_PASSES: 2}
 FIRST = 5
 BUDGET_SHARE = 0.005
+SLICES_SHARE = 0.01  # a census in slices goes on while censuses have taken at most this
 MAX_PAUSE_S = 0.2
 MAX_ERROR_CENSUSES = 3
 
@@ -58,6 +63,7 @@ class CensusSchedule:
         self.skipped = 0
         self._at = (OPTIMIZER_STEPS, 0)  # the last iteration boundary: kind, index
         self._errors = 0
+        self._progress: Optional[Any] = None  # census.CensusProgress of a census in slices
 
     def at_boundary(self, kind: str, index: int) -> None:
         """Iteration `index` (1-based) of `kind` just ended (or, for forwards, begins)."""
@@ -68,6 +74,9 @@ class CensusSchedule:
             return
         self._rank = rank
         self._at = (kind, index)
+        if self._progress is not None:
+            self._go_on(kind, index)
+            return
         due = self._next.setdefault(kind, self.every or FIRST)
         if index < due:
             return
@@ -80,6 +89,16 @@ class CensusSchedule:
             return
         self._next[kind] = index + self.every if self.every else max(due * 2, index + 1)
         self._take(kind, index)
+
+    def _go_on(self, kind: str, index: int) -> None:
+        """The next slice of the census in slices, if the budget and the moment allow."""
+        if self._spent > SLICES_SHARE * (time.monotonic() - self._started):
+            self.skipped += 1
+            return
+        from .census import safe_to_run
+
+        if safe_to_run(self.torch):
+            self._take(kind, index, progress=self._progress)
 
     def at_error(self, traceback: Any, exc_id: int) -> None:
         """An out-of-memory error (exception exc_id) was raised: a census of what was alive,
@@ -94,24 +113,44 @@ class CensusSchedule:
         kind, index = self._at
         self._take(kind, index, traceback=traceback, at="oom", exc_id=exc_id)
 
-    def _take(self, kind: str, index: int, traceback: Any = None, **marks: Any) -> None:
-        from .census import raised_by_the_script, take_census
+    def _take(
+        self,
+        kind: str,
+        index: int,
+        traceback: Any = None,
+        progress: Optional[Any] = None,
+        **marks: Any,
+    ) -> None:
+        from .census import CensusProgress, raised_by_the_script, take_census
 
+        if progress is None and traceback is None:
+            progress = CensusProgress()  # an error's census is taken whole, in one pause
         began = time.perf_counter()
         try:
             # What the roots hold, not every tensor gc tracks: listing those (to count what no
             # root reaches) costs ~80 ms in any process that imported torch, which alone would
             # spend a short run's whole budget.
             census = take_census(
-                self.torch, max_seconds=MAX_PAUSE_S, find_unreached=False, traceback=traceback
+                self.torch,
+                max_seconds=MAX_PAUSE_S,
+                find_unreached=False,
+                traceback=traceback,
+                progress=progress,
             )
             data = census.to_json()
         except Exception as exc:  # a census must never break the script
+            if progress is not None:
+                self._progress = None  # the census in slices ends here
             if raised_by_the_script(exc):
                 raise  # a signal handler's (a per-step timeout): the script's own exception
             self.agent.error("census", exc)
             return
         finally:
             self._spent += time.perf_counter() - began
+        if progress is not None:
+            if data["cost"].get("continues"):
+                self._progress = progress  # sent once whole
+                return
+            self._progress = None
         self.taken += 1
         self.agent.event("census", iterations_are=kind, iteration=index, census=data, **marks)

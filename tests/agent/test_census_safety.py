@@ -416,3 +416,97 @@ def test_no_census_while_tracing_or_transforming() -> None:
         "functorch transform",
         "dispatch mode",
     ]
+
+
+# -- a census in slices ------------------------------------------------------------------------
+
+
+def _sliced(**options: Any) -> tuple[Census, int]:
+    progress = census_module.CensusProgress()
+    for _ in range(10_000):
+        c = take_census(torch, progress=progress, find_unreached=False, **options)
+        if not c.cost["continues"]:
+            return c, progress.slices
+    raise AssertionError("the census never ended")
+
+
+def test_a_census_too_big_for_one_pause_goes_on_where_it_stopped(
+    stepping_clock: list[int], counted_reads: list[int]
+) -> None:
+    outside = take_census(torch, find_unreached=False, max_seconds=1e9).cost["objects"]
+    records: list[Any] = _records(100_000)
+    records[50_000:50_000] = [{"acts": floats(10)} for _ in range(100)]
+    kept = [floats(100)]
+    whole = take_census(torch, find_unreached=False, max_seconds=1e9).cost["objects"]
+    c, slices = _sliced(max_seconds=200 * CLOCK_STEP)
+    assert slices > 3
+    assert not c.partial and c.cost["stopped_by"] is None and c.cost["slices"] == slices
+    # Every record was read once, give or take the batch each slice reads again; the walk
+    # outside the collections is made again by every slice.
+    again = slices * (outside + 4 * census_module.CHUNK)
+    assert c.cost["objects"] < whole + again, (c.cost, whole, outside)
+    assert counted_reads[0] / stepping_clock[0] < 4 * census_module.CHUNK
+    inside = holder(c, ':records[*]["acts"]')
+    assert (inside["count"], inside["storages"], inside["bytes"]) == (100, 100, 4000)
+    assert holder(c, ":kept")["bytes"] == 400
+    held = sum(h["bytes"] + h["grad_bytes"] for h in c.holders)
+    assert held == c.tensors["bytes"]  # every storage counted once
+    del records, kept
+
+
+def test_what_changes_between_slices_is_counted_once() -> None:
+    # The program runs between slices: what the walk outside collections finds is as of the
+    # last slice; a collection's items read by an earlier slice are not counted again.
+    outside = take_census(torch, find_unreached=False, max_seconds=FULL).cost["objects"]
+    records: list[Any] = [{"acts": floats(1)} for _ in range(5000)]
+    kept = [floats(100)]
+    progress = census_module.CensusProgress()
+    limit = outside + 3000  # the walk outside collections, and part of the records
+    first = take_census(torch, progress=progress, find_unreached=False, max_objects=limit)
+    assert first.cost["continues"]
+    kept.append(floats(100))  # the loop kept one more
+    second = take_census(torch, progress=progress, find_unreached=False, max_seconds=FULL)
+    if second.cost["continues"]:  # only if the machine stalled for the whole pause
+        second = take_census(torch, progress=progress, find_unreached=False, max_seconds=FULL)
+    assert not second.cost["continues"]
+    assert holder(second, ":kept")["bytes"] == 800
+    inside = holder(second, ':records[*]["acts"]')
+    assert (inside["count"], inside["bytes"]) == (5000, 20000)
+    del records, kept
+
+
+def test_the_schedule_sends_a_census_in_slices_once_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    from profiler.agent import census_schedule
+
+    monkeypatch.setattr(census_schedule, "SLICES_SHARE", 1.0)
+    original = census_module.take_census
+    outside = original(torch, find_unreached=False, max_seconds=FULL).cost["objects"]
+
+    def small_slices(torch: Any, **options: Any) -> Census:
+        limit = outside + 3000  # the walk outside collections, and part of the records
+        return original(torch, **{**options, "max_objects": limit, "max_seconds": FULL})
+
+    monkeypatch.setattr(census_module, "take_census", small_slices)
+    sent: list[dict[str, Any]] = []
+
+    class Agent:
+        started = time.monotonic()
+
+        def error(self, where: str, exc: BaseException) -> None:
+            raise AssertionError(where) from exc
+
+        def event(self, kind: str, **data: Any) -> None:
+            sent.append(data)
+
+    records: list[Any] = [{"acts": floats(1)} for _ in range(5000)]
+    schedule = census_schedule.CensusSchedule(Agent(), torch, "every-100")
+    for step in range(1, 200):
+        schedule.at_boundary("optimizer steps", step)
+    assert sent, "no census"
+    first = sent[0]
+    assert first["iteration"] > 100  # begun at step 100, sent when whole
+    cost = first["census"]["cost"]
+    assert cost["slices"] > 1 and not cost["partial"] and not cost["continues"]
+    acts = [h for h in first["census"]["holders"] if h["id"].endswith(':records[*]["acts"]')]
+    assert acts and acts[0]["count"] == 5000
+    del records
