@@ -24,7 +24,10 @@ or feature-detected APIs only:
   and uncaught errors.
 
 Nothing here changes values the script computes: no RNG use, no grad-mode changes, no
-tensor writes. Everything inside torch.compile'd regions is skipped.
+tensor writes. Everything inside torch.compile'd regions is skipped. No code of the script's
+runs in the hooks: module outputs, modules, optimizers, loaders and tensors are read by exact
+type and C-level access, tensors with __torch_function__ off (_Reader); datasets and roots are
+known by identity; a step that raised is dropped at the next one (_step_pre).
 
 The roots' instance hooks are bound methods of this object, which holds locks and cannot be
 copied or pickled, so they are kept out of what the script does with its models:
@@ -49,6 +52,8 @@ Every wrapper is feature-detected and undone by uninstall().
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import functools
 import importlib
 import os
@@ -57,7 +62,19 @@ import threading
 import time
 import types
 import weakref
-from typing import Any, Callable, Dict, List, NoReturn, Optional, Set, Tuple
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    FrozenSet,
+    Iterable,
+    Iterator,
+    List,
+    NoReturn,
+    Optional,
+    Set,
+    Tuple,
+)
 
 from ..codefiles import is_library_file
 from ..protocol import (
@@ -128,12 +145,15 @@ class Instrumentation:
         self._patches: List[Tuple[Any, str, Any]] = []
         self._suspended = 0  # exports under way: discovery stays off
         self._rediscover = False  # discovery was wanted while suspended
-        self.roots: "weakref.WeakKeyDictionary[Any, List[Any]]" = weakref.WeakKeyDictionary()
+        self.roots = _Roots()
         self._quiet_forwards = 0
         self._next_discovery = 0
         self.phase: Optional[str] = None
         self.steps = 0
-        self._step_depth = 0
+        # The frames of torch's step wrapper (profile_hook_step) for the steps under way,
+        # outermost first: a step that raised never runs its post-hook, and its frame, no
+        # longer on the stack, is dropped at the next step (see _step_pre).
+        self._step_frames: List[Any] = []
         self._step_start = 0
         self._forward_ids = 0
         self._backward_start: Optional[int] = None
@@ -144,7 +164,9 @@ class Instrumentation:
         self._watched_params: Dict[int, Tuple[Any, List[Any]]] = {}
         # optimizer id -> (when the next breakdown is due, breakdowns so far)
         self._breakdowns: Dict[int, Tuple[int, int]] = {}
-        self._datasets: "weakref.WeakKeyDictionary[Any, List[int]]" = weakref.WeakKeyDictionary()
+        # id(dataset) -> [a weak reference to it (None where it takes none), its type, loader
+        # id, epochs]: by identity, never by the dataset's own __hash__ / __eq__.
+        self._datasets: Dict[int, List[Any]] = {}
         self._dataset_ids = 0
         self._observer_attached = False
         self._cleared = CLEARED_NONE
@@ -162,6 +184,7 @@ class Instrumentation:
         self._is_compiling: Callable[[], bool] = getattr(compiler, "is_compiling", lambda: False)
         self._grad_enabled: Callable[[], bool] = torch.is_grad_enabled
         self._tensor_type: Any = getattr(torch, "Tensor", ())
+        self._reader = _Reader(torch)
         self._queue_callback = _engine_queue_callback(torch)
         self._backwards = 0
         # Reads the C heap between iterations (the agent's; a stand-in agent may lack it).
@@ -211,7 +234,7 @@ class Instrumentation:
         for _root, handles in list(self.roots.items()):
             for handle in handles:
                 handle.remove()
-        self.roots = weakref.WeakKeyDictionary()
+        self.roots = _Roots()
         for owner, name, original in reversed(self._patches):
             if original is _ABSENT:
                 delattr(owner, name)  # added by _wrap: the inherited one shows again
@@ -283,7 +306,7 @@ class Instrumentation:
             depth == 0
             and not self._stack()
             and module not in self.roots
-            and not _is_scripted(module)
+            and self._reader.name(type(module)) not in _SCRIPTED
         ):
             self._adopt(module, args)
 
@@ -293,15 +316,17 @@ class Instrumentation:
         self._local.depth = max(0, self._depth() - 1)
 
     def _adopt(self, module: Any, args: Any) -> None:
+        # nn.Module's own registration, not an override of the module's class.
+        nn_module = self.torch.nn.Module
         try:
             handles = [
-                module.register_forward_pre_hook(self._root_pre),
-                module.register_forward_hook(self._root_post, **_always()),
+                nn_module.register_forward_pre_hook(module, self._root_pre),
+                nn_module.register_forward_hook(module, self._root_post, **_always()),
             ]
+            self.roots[module] = handles
         except Exception as exc:
             self.agent.error("adopt_root", exc)
             return
-        self.roots[module] = handles
         self._quiet_forwards = 0
         # This call's instance pre-hooks were listed before the module had ours: open it here.
         self._root_pre(module, args)
@@ -344,9 +369,10 @@ class Instrumentation:
             if grad:
                 self._note_call_site(module)
             self.censuses.at_boundary(FORWARD_PASSES, self._outermost_forwards)
-        stack.append(
-            [module, _now(), self._forward_ids, bool(module.training), grad, self._autocast()]
-        )
+        # The module's training flag as nn.Module stores it, never through a property of its
+        # class (unknown: counted as training, nn.Module's default).
+        training = self._reader.attribute(module, "training", None) is not False
+        stack.append([module, _now(), self._forward_ids, training, grad, self._autocast()])
         self.phase = "forward"
 
     def _root_post(self, module: Any, args: Any, output: Any) -> None:
@@ -369,14 +395,18 @@ class Instrumentation:
         if failed is not None:
             self.observe_exception(failed, where="forward")
         elif grad:
-            # The common case, one tensor out, without _first_grad_tensor's walk.
-            if isinstance(output, self._tensor_type):
-                if output.grad_fn is not None and self._watch(output, forward_id):
+            # The output is read by its exact type and C-level access only (no isinstance, no
+            # method of its class) and the tensor reads with __torch_function__ (subclasses',
+            # modes') off: the script sees none of them.
+            with self._reader.no_torch_function():
+                # The common case, one tensor out, without _first_grad_tensor's walk.
+                if type(output) is self._tensor_type:
+                    if output.grad_fn is not None and self._watch(output, forward_id):
+                        flags |= FLAG_REQUIRES_GRAD
+                elif self._watch_backward(output, forward_id):
                     flags |= FLAG_REQUIRES_GRAD
-            elif self._watch_backward(output, forward_id):
-                flags |= FLAG_REQUIRES_GRAD
         agent = self.agent
-        module_id = agent.name_id(type(module).__name__)
+        module_id = agent.name_id(self._reader.name(type(module)))
         agent.row(SPAN_TABLE, (start, end, SPAN_FORWARD, forward_id, module_id, flags, len(stack)))
         if stack:
             return
@@ -417,7 +447,7 @@ class Instrumentation:
         self.agent.event(
             "forward_call_site",
             forward_id=self._forward_ids,
-            module=self.agent.name_id(type(module).__name__),
+            module=self.agent.name_id(self._reader.name(type(module))),
             file=frame.f_code.co_filename,
             line=frame.f_lineno,
             function=frame.f_code.co_name,
@@ -437,15 +467,19 @@ class Instrumentation:
             return "cpu" if cpu is not None and cpu() else None
 
     def _watch_backward(self, output: Any, forward_id: int) -> bool:
-        tensor = _first_grad_tensor(self.torch, output)
+        tensor = _first_grad_tensor(self._reader, output)
         if tensor is None:
             return False
         return self._watch(tensor, forward_id)
 
     def _watch(self, tensor: Any, forward_id: int) -> bool:
-        """Mark the start of the backward through `tensor` (one that has a grad_fn)."""
+        """Mark the start of the backward through `tensor` (one that has a grad_fn).
+
+        torch.Tensor's register_hook, not an override of the tensor's class; called with
+        __torch_function__ off (_root_post).
+        """
         try:
-            tensor.register_hook(_BackwardHook(self._backward_started, forward_id))
+            self._reader.register_hook(tensor, _BackwardHook(self._backward_started, forward_id))
         except Exception:
             return False
         return True
@@ -481,51 +515,71 @@ class Instrumentation:
     # -- optimizer steps ----------------------------------------------------------------------
 
     def _step_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        self._step_depth += 1
-        if self._step_depth > 1:
+        frames = self._step_frames
+        if frames:  # an optimizer wrapping another, or a step that raised
+            self._drop_ended_steps(frames)
+        # Called by torch's step wrapper, whose frame also calls the post-hook.
+        frames.append(sys._getframe(1))
+        if len(frames) > 1:
             return  # an optimizer wrapping another: count the outermost step only
         if self._backward_start is not None and self._queue_callback is None:
             self._backward_finished()
         if self.detail and not self._observer_attached and self._cuda_in_use():
             self._attach_oom_observer()
         self._step_start = _now()
-        self._cleared = self._cleared_how(optimizer)
+        with self._reader.no_torch_function():
+            self._cleared = self._cleared_how(optimizer)
         self.phase = "optimizer"
 
+    def _drop_ended_steps(self, frames: List[Any]) -> None:
+        """Forget the steps whose wrapper frame is no longer on this thread's stack: they
+        raised (the script may catch it and go on), so their post-hook never ran."""
+        live: Set[int] = set()
+        frame: Any = sys._getframe(2)
+        while frame is not None:
+            live.add(id(frame))  # (every frame in `frames` is alive: ids cannot collide)
+            frame = frame.f_back
+        frames[:] = [f for f in frames if id(f) in live]
+
     def _step_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        depth = self._step_depth - 1
-        if depth > 0:
-            self._step_depth = depth
-            return
-        self._step_depth = 0
+        frames = self._step_frames
+        caller = sys._getframe(1)
+        while frames:  # this step's frame, and any of steps inside it that raised
+            if frames.pop() is caller:
+                break
+        if frames:
+            return  # a step inside another
         self.steps += 1
         end = _now()
-        if self._cleared != CLEARED_ZERO_GRAD:
-            # Cleared during the step counts for this step: a closure (LBFGS, Lightning) calls
-            # zero_grad after the pre-hook ran, and the post-hook resets the flag.
-            during = self._cleared_how(optimizer)
-            if during == CLEARED_ZERO_GRAD or self._cleared == CLEARED_NONE:
-                self._cleared = during
         detail = self.detail
-        rss_due = end - self._rss_read_at >= (RSS_EVERY_NS if detail else LIGHT_RSS_EVERY_NS)
-        # A light step reads memory only with the RSS: mostly a row of -1s.
-        memory = (
-            self._step_memory(optimizer, end, detail, rss_due) if detail or rss_due else _NOT_READ
-        )
         agent = self.agent
-        agent.row(
-            STEP_TABLE,
-            (
-                self._step_start,
-                end,
-                self.steps,
-                agent.name_id(type(optimizer).__name__),
-                self._cleared,
-                *memory,
-            ),
-        )
-        self._zero_grad_called = False
-        self._remember_grads(optimizer, 4 if detail else 1)
+        with self._reader.no_torch_function():
+            if self._cleared != CLEARED_ZERO_GRAD:
+                # Cleared during the step counts for this step: a closure (LBFGS, Lightning)
+                # calls zero_grad after the pre-hook ran, and the post-hook resets the flag.
+                during = self._cleared_how(optimizer)
+                if during == CLEARED_ZERO_GRAD or self._cleared == CLEARED_NONE:
+                    self._cleared = during
+            rss_due = end - self._rss_read_at >= (RSS_EVERY_NS if detail else LIGHT_RSS_EVERY_NS)
+            # A light step reads memory only with the RSS: mostly a row of -1s.
+            memory = (
+                self._step_memory(optimizer, end, detail, rss_due)
+                if detail or rss_due
+                else _NOT_READ
+            )
+            agent.row(
+                STEP_TABLE,
+                (
+                    self._step_start,
+                    end,
+                    self.steps,
+                    agent.name_id(self._reader.name(type(optimizer))),
+                    self._cleared,
+                    *memory,
+                ),
+            )
+            self._zero_grad_called = False
+            self._remember_grads(optimizer, 4 if detail else 1)
         self.phase = None
         self._choose_detail(end)
         if self._discovery:
@@ -588,11 +642,12 @@ class Instrumentation:
         refs = self._grad_refs.get(id(optimizer))
         if refs is None:
             return CLEARED_FIRST_STEP
+        grad_of = self._reader.grad_of
         for param_ref, grad_ref in refs:
             param = param_ref()
             if param is None:
                 continue
-            grad = param.grad
+            grad = grad_of(param)
             if grad is None or grad is not grad_ref():
                 return CLEARED_GRAD_REPLACED  # set to None (or replaced) and recomputed
         return CLEARED_NONE
@@ -607,12 +662,14 @@ class Instrumentation:
         """
         key = id(optimizer)
         watching = self._watched_params.get(key)
+        reader = self._reader
+        grad_of = reader.grad_of
         # (An optimizer freed and a new one at its address would otherwise inherit its list.)
         if watching is not None and watching[0]() is optimizer:
             refs = []
             for param_ref in watching[1][:watched]:
                 param = param_ref()
-                grad = None if param is None else param.grad
+                grad = None if param is None else grad_of(param)
                 if grad is None:
                     break
                 refs.append((param_ref, weakref.ref(grad)))
@@ -620,10 +677,11 @@ class Instrumentation:
                 self._grad_refs[key] = refs
                 return
         refs = []
-        for group in optimizer.param_groups:
-            for param in group["params"]:
-                if param.grad is not None:
-                    refs.append((weakref.ref(param), weakref.ref(param.grad)))
+        for group in reader.sequence(reader.attribute(optimizer, "param_groups", None)):
+            for param in reader.sequence(reader.item(group, "params")):
+                grad = grad_of(param) if reader.is_tensor(param) else None
+                if grad is not None:
+                    refs.append((weakref.ref(param), weakref.ref(grad)))
                     if len(refs) >= 4:
                         break
             if len(refs) >= 4:
@@ -638,7 +696,7 @@ class Instrumentation:
         # CPU time, as heap.py paces its reads: a wake-up delay is no cost of the walk.
         began = time.thread_time_ns()
         try:
-            result = measure_breakdown(optimizer)
+            result = measure_breakdown(optimizer, self._reader)
         except Exception as exc:
             self.agent.error("breakdown", exc)
             return None
@@ -675,19 +733,32 @@ class Instrumentation:
 
         def train(module: Any, mode: bool = True) -> Any:
             depth = getattr(inst._local, "train_depth", 0)
-            before = module.training
+            # The flag as nn.Module stores it, never through a property of the module's class:
+            # where it cannot be read so, every switch is taken for a change.
+            before = inst._training(module)
             inst._local.train_depth = depth + 1
             try:
                 result = original(module, mode)
             finally:
                 inst._local.train_depth = depth
-            if depth == 0 and before != module.training:
-                inst.agent.event("mode", training=module.training, module=type(module).__name__)
-                inst.detail = True  # evaluation starting, or training again: in detail
-                inst._start_discovery()
+            if depth == 0:
+                after = inst._training(module)
+                if after is None:
+                    after = mode is not False
+                if before is not after:
+                    name = inst._reader.name(type(module))
+                    inst.agent.event("mode", training=after, module=name)
+                    inst.detail = True  # evaluation starting, or training again: in detail
+                    inst._start_discovery()
             return result
 
         return train
+
+    def _training(self, module: Any) -> Optional[bool]:
+        """A module's training flag from its instance dict; None where its class defines
+        `training` itself (a property: never called) or the flag is no bool."""
+        value = self._reader.attribute(module, "training", None)
+        return value if type(value) is bool else None
 
     def _iter_wrapper(self, original: Any) -> Any:
         inst = self
@@ -707,25 +778,40 @@ class Instrumentation:
         """A new iterator over a dataset starts an epoch of it.
 
         Keyed by the dataset rather than the DataLoader, because many scripts build a new
-        DataLoader every epoch.
+        DataLoader every epoch. The dataset is known by its identity, never compared or
+        hashed by its own methods (a tensor's == compares elements); one that takes no weak
+        reference (a list) by its id and type alone.
         """
-        dataset = getattr(loader, "dataset", loader)
-        try:
-            entry = self._datasets.get(dataset)
-        except TypeError:  # not weak-referenceable: fall back to its identity
-            dataset = _Identity(dataset)
-            entry = self._datasets.get(dataset)
+        reader = self._reader
+        dataset = reader.attribute(loader, "dataset", loader)
+        key = id(dataset)
+        datasets = self._datasets
+        entry = datasets.get(key)
+        if entry is not None and (
+            entry[1] is not type(dataset) or (entry[0] is not None and entry[0]() is not dataset)
+        ):
+            entry = None  # another object at a freed one's address
         if entry is None:
+            try:
+                ref: Any = weakref.ref(dataset, functools.partial(_forget, datasets, key))
+            except TypeError:
+                ref = None
+                if len(datasets) >= MAX_DATASETS:  # ids only: drop the oldest
+                    for old in [k for k, e in datasets.items() if e[0] is None][
+                        : MAX_DATASETS // 2
+                    ]:
+                        del datasets[old]
             self._dataset_ids += 1
-            entry = self._datasets[dataset] = [self._dataset_ids, 0]
-        entry[1] += 1
+            entry = datasets[key] = [ref, type(dataset), self._dataset_ids, 0]
+        entry[3] += 1
+        workers = reader.attribute(loader, "num_workers", 0)
         self.agent.event(
             "epoch",
             t=start,
-            loader=entry[0],
-            index=entry[1],
-            num_workers=int(getattr(loader, "num_workers", 0) or 0),
-            persistent_workers=bool(getattr(loader, "persistent_workers", False)),
+            loader=entry[2],
+            index=entry[3],
+            num_workers=workers if type(workers) is int else 0,
+            persistent_workers=reader.attribute(loader, "persistent_workers", False) is True,
         )
         self.detail = True  # a new pass over data (an epoch, a validation loop): in detail
         self._start_discovery()
@@ -737,14 +823,14 @@ class Instrumentation:
 
     def _our_ids(self, module: Any) -> List[Any]:
         """Ids of our hooks in a module's tables (usually none: only roots have them)."""
-        state = getattr(module, "__dict__", None)
-        if not isinstance(state, dict):
+        state = self._reader.instance_dict(module)
+        if state is None:
             return []
         ids = []
         for name in ("_forward_pre_hooks", "_forward_hooks"):
-            table = state.get(name)
-            if isinstance(table, dict) and table:
-                ids += [key for key, hook in table.items() if self._is_ours(hook)]
+            table: Any = dict.get(state, name)
+            if issubclass(type(table), dict):
+                ids += [key for key, hook in list(dict.items(table)) if self._is_ours(hook)]
         return ids
 
     def _reduce_wrapper(self, original: Any) -> Any:
@@ -768,32 +854,42 @@ class Instrumentation:
         and, for classes with their own __reduce__ (fx.GraphModule), among the arguments.
         """
         ids = self._our_ids(module)
-        if not ids or not isinstance(reduced, tuple) or len(reduced) < 2:
+        if not ids or not issubclass(type(reduced), tuple) or tuple.__len__(reduced) < 2:
             return reduced
-        own = module.__dict__
-        tables = {name: own.get(name) for name in HOOK_TABLES}
+        own = self._reader.instance_dict(module)
+        if own is None:
+            return reduced
+        tables = {name: dict.get(own, name) for name in HOOK_TABLES}
+        # Read by the base types' own methods: the state or arguments of a class's own
+        # __reduce__ may be the script's objects.
 
         def filtered(value: Any) -> Any:
-            if isinstance(value, dict) and any(
-                value.get(name) is table for name, table in tables.items() if table is not None
+            tp = type(value)
+            if issubclass(tp, dict) and any(
+                dict.get(value, name) is table
+                for name, table in tables.items()
+                if table is not None
             ):
-                value = value.copy()
+                value = dict.copy(value)
                 for name, table in tables.items():
-                    if isinstance(table, dict) and value.get(name) is table:
-                        kept = table.copy()
+                    if issubclass(type(table), dict) and value.get(name) is table:
+                        kept = _copy_table(table)
                         for key in ids:
                             kept.pop(key, None)
                         value[name] = kept
-            elif isinstance(value, tuple) and value and isinstance(value[0], dict):
-                first = filtered(value[0])
-                if first is not value[0]:
-                    value = (first, *value[1:])
+            elif issubclass(tp, tuple) and tuple.__len__(value):
+                items = list(tuple.__iter__(value))
+                if issubclass(type(items[0]), dict):
+                    first = filtered(items[0])
+                    if first is not items[0]:
+                        value = (first, *items[1:])
             return value
 
-        items = list(reduced)
-        if isinstance(items[1], tuple):
-            args = [filtered(arg) for arg in items[1]]
-            if any(arg is not items[1][i] for i, arg in enumerate(args)):
+        items = list(tuple.__iter__(reduced))
+        if issubclass(type(items[1]), tuple):
+            given = list(tuple.__iter__(items[1]))
+            args = [filtered(arg) for arg in given]
+            if any(arg is not given[i] for i, arg in enumerate(args)):
                 items[1] = tuple(args)
         if len(items) > 2:
             items[2] = filtered(items[2])
@@ -824,11 +920,15 @@ class Instrumentation:
                 ids = self._our_ids(module)
                 if not ids:
                     continue
-                state = module.__dict__
+                state = self._reader.instance_dict(module)
+                if state is None:
+                    continue
                 for name in ("_forward_pre_hooks", "_forward_hooks"):
-                    table = state.get(name)
-                    if isinstance(table, dict) and any(key in table for key in ids):
-                        kept = table.copy()
+                    table: Any = dict.get(state, name)
+                    if issubclass(type(table), dict) and any(
+                        dict.__contains__(table, key) for key in ids
+                    ):
+                        kept = _copy_table(table)
                         for key in ids:
                             kept.pop(key, None)
                         state[name] = kept
@@ -1008,33 +1108,45 @@ def _breakdown_row(breakdown: Dict[str, Dict[str, int]]) -> Tuple[int, ...]:
     return tuple(row)
 
 
-def measure_breakdown(optimizer: Any) -> Dict[str, Dict[str, int]]:
+def measure_breakdown(
+    optimizer: Any, reader: Optional[_Reader] = None
+) -> Dict[str, Dict[str, int]]:
     """Bytes of parameters, gradients and optimizer state, by device type.
 
     Storages are counted once even when several tensors share them (tied weights, flat
-    parameter buffers).
+    parameter buffers). Read without running the script's code (see _Reader): tensors of a
+    class with its own __torch_dispatch__ (wrapper subclasses, whose storage is not theirs to
+    tell) are left out.
     """
+    if reader is None:
+        reader = _Reader(sys.modules["torch"])
     totals: Dict[str, Dict[str, int]] = {"params": {}, "grads": {}, "state": {}}
     seen: Set[Tuple[str, Any, int]] = set()
+    storage_of, device_of = reader.storage_of, reader.device_of
 
     def add(kind: str, tensor: Any) -> None:
-        storage = tensor.untyped_storage()
-        key = (tensor.device.type, tensor.device.index, storage.data_ptr())
+        storage = storage_of(tensor)
+        device = device_of(tensor)
+        key = (device.type, device.index, storage.data_ptr())
         if key in seen or storage.data_ptr() == 0:
             return
         seen.add(key)
         bucket = totals[kind]
-        bucket[tensor.device.type] = bucket.get(tensor.device.type, 0) + storage.nbytes()
+        bucket[device.type] = bucket.get(device.type, 0) + storage.nbytes()
 
-    for group in optimizer.param_groups:
-        for param in group["params"]:
-            add("params", param)
-            if param.grad is not None:
-                add("grads", param.grad)
-    for state in optimizer.state.values():
-        for value in state.values() if isinstance(state, dict) else ():
-            if hasattr(value, "untyped_storage") and value.dim() > 0:
-                add("state", value)
+    plain = reader.is_plain_tensor
+    with reader.no_torch_function():
+        for group in reader.sequence(reader.attribute(optimizer, "param_groups", None)):
+            for param in reader.sequence(reader.item(group, "params")):
+                if plain(param):
+                    add("params", param)
+                    grad = reader.grad_of(param)
+                    if grad is not None and plain(grad):
+                        add("grads", grad)
+        for state in reader.values(reader.attribute(optimizer, "state", None)):
+            for value in reader.values(state):
+                if plain(value) and reader.dim_of(value) > 0:
+                    add("state", value)
     return totals
 
 
@@ -1058,40 +1170,26 @@ class _BackwardHook(functools.partial):  # type: ignore[type-arg]
     __torch_unserializable__ = True
 
 
-class _Identity:
-    """A weak-referenceable stand-in keyed by an object's identity (kept alive by the key)."""
+def _first_grad_tensor(reader: _Reader, output: Any, budget: int = 16) -> Any:
+    """The first tensor in a forward's output that requires grad and has a grad_fn.
 
-    def __init__(self, obj: Any) -> None:
-        self.obj = obj
-
-    def __hash__(self) -> int:
-        return id(self.obj)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Identity) and other.obj is self.obj
-
-
-def _is_scripted(module: Any) -> bool:
-    return type(module).__name__ in (
-        "RecursiveScriptModule",
-        "ScriptModule",
-        "TopLevelTracedModule",
-    )
-
-
-def _first_grad_tensor(torch: Any, output: Any, budget: int = 16) -> Any:
-    """The first tensor in a forward's output that requires grad and has a grad_fn."""
+    Looks into tuples, lists and dicts (and subclasses: a ModelOutput) by the base types' own
+    methods; called with __torch_function__ off.
+    """
     pending = [output]
     while pending and budget > 0:
         budget -= 1
         item = pending.pop(0)
-        if isinstance(item, torch.Tensor):
-            if item.requires_grad and item.grad_fn is not None:
+        kind = reader.kind(type(item))
+        if kind in (_TENSOR, _WRAPPER):
+            if reader.requires_grad_of(item) and reader.grad_fn_of(item) is not None:
                 return item
-        elif isinstance(item, (list, tuple)):
-            pending.extend(item[:8])
-        elif isinstance(item, dict):
-            pending.extend(list(item.values())[:8])
+        elif kind == _TUPLE:
+            pending.extend(tuple.__getitem__(item, _FIRST_ITEMS))
+        elif kind == _LIST:
+            pending.extend(list.__getitem__(item, _FIRST_ITEMS))
+        elif kind == _DICT:
+            pending.extend(list(dict.values(item))[:8])
     return None
 
 
@@ -1099,3 +1197,230 @@ def _engine_queue_callback(torch: Any) -> Optional[Callable[[Callable[[], None]]
     variable = getattr(getattr(torch, "autograd", None), "Variable", None)
     engine = getattr(variable, "_execution_engine", None)
     return getattr(engine, "queue_callback", None)
+
+
+# -- reading the script's objects without running its code -----------------------------------
+
+# What the hooks look into, by an object's exact type (_Reader.kind).
+_OTHER, _TENSOR, _WRAPPER, _TUPLE, _LIST, _DICT = range(6)
+_FIRST_ITEMS = slice(0, 8)  # of a tuple or list in a forward's output
+_KNOWN_TYPES = 4096  # per-type decisions kept; past that they are made again
+MAX_DATASETS = 64  # datasets known by their id alone (no weak reference), at most
+_SCRIPTED = frozenset(("RecursiveScriptModule", "ScriptModule", "TopLevelTracedModule"))
+# Attributes read from instance dicts (_Reader.attribute): where a class in the object's MRO
+# defines one itself (a property, say), it is never read.
+_ATTRIBUTES = ("training", "param_groups", "state", "dataset", "num_workers", "persistent_workers")
+_PLAIN_DICTS = (dict, collections.OrderedDict)
+_class_dict: Callable[[type], Any] = type.__dict__["__dict__"].__get__
+_class_mro: Callable[[type], Tuple[type, ...]] = type.__dict__["__mro__"].__get__
+_class_name: Callable[[type], str] = type.__dict__["__name__"].__get__
+
+
+class _Reader:
+    """Reads the script's objects as the hooks need them, without running the script's code.
+
+    Objects are known by their exact type (`type(x)`, never `x.__class__` or isinstance, which
+    reads a __class__ property) and issubclass against torch's and the builtins' classes;
+    containers are read by the base type's own C methods (tuple.__getitem__, list.copy,
+    dict.values: a subclass' overrides do not run); attributes (_ATTRIBUTES) from the instance
+    dict, through the C descriptor; tensor fields through TensorBase's own descriptors, and
+    only with __torch_function__ off (no_torch_function: neither a subclass' nor a mode's sees
+    them). Tensors of a class with its own __torch_dispatch__ (wrapper subclasses) are never
+    asked anything that dispatches (their size, device or storage). Per-type decisions are
+    cached by id(type), with the type kept alive in the value: a class' own __hash__ or
+    __eq__ (a metaclass') never runs.
+    """
+
+    def __init__(self, torch: Any) -> None:
+        c = getattr(torch, "_C", None)
+        self.no_torch_function: Callable[[], Any] = getattr(
+            c, "DisableTorchFunction", contextlib.nullcontext
+        )
+        tensor = getattr(torch, "Tensor", None)
+        base = getattr(c, "TensorBase", None) or getattr(c, "_TensorBase", None) or tensor
+        self.tensor_base: Optional[type] = base if isinstance(base, type) else None
+        fields: Any = _class_dict(base) if isinstance(base, type) else {}
+
+        def field(name: str) -> Callable[..., Any]:
+            """TensorBase's own getter or method `name` (a class' override never runs)."""
+            descriptor = fields.get(name)
+            if type(descriptor) is types.GetSetDescriptorType:
+                get: Callable[[Any], Any] = descriptor.__get__
+                return get
+            if callable(descriptor):
+                method: Callable[..., Any] = descriptor
+                return method
+            return lambda t: getattr(t, name)  # another torch: as the tensor has it
+
+        self.grad_of = field("grad")
+        self.grad_fn_of = field("grad_fn")
+        self.requires_grad_of = field("requires_grad")
+        self.device_of = field("device")
+        self.storage_of = field("untyped_storage")
+        self.dim_of = field("dim")
+        self.register_hook: Callable[[Any, Any], Any] = getattr(
+            tensor, "register_hook", lambda t, hook: t.register_hook(hook)
+        )
+        self._no_dispatch = getattr(c, "_disabled_torch_dispatch_impl", None)
+        self._kinds: Dict[int, Tuple[type, int]] = {}
+        self._layouts: Dict[int, _Layout] = {}
+        self._names: Dict[int, Tuple[type, str]] = {}
+
+    def kind(self, tp: type) -> int:
+        known = self._kinds.get(id(tp))
+        if known is not None:
+            return known[1]
+        kind = self._classify(tp)
+        if len(self._kinds) >= _KNOWN_TYPES:
+            self._kinds.clear()
+        self._kinds[id(tp)] = (tp, kind)
+        return kind
+
+    def _classify(self, tp: type) -> int:
+        base = self.tensor_base
+        if base is not None and issubclass(tp, base):
+            for klass in _class_mro(tp):
+                if klass is base:
+                    break
+                dispatch = _class_dict(klass).get("__torch_dispatch__")
+                if dispatch is not None and dispatch is not self._no_dispatch:
+                    return _WRAPPER
+            return _TENSOR
+        if issubclass(tp, tuple):
+            return _TUPLE
+        if issubclass(tp, list):
+            return _LIST
+        if issubclass(tp, dict):
+            return _DICT
+        return _OTHER
+
+    def is_tensor(self, value: Any) -> bool:
+        return self.kind(type(value)) in (_TENSOR, _WRAPPER)
+
+    def is_plain_tensor(self, value: Any) -> bool:
+        """A tensor whose size, device and storage can be read without dispatching."""
+        return self.kind(type(value)) == _TENSOR
+
+    def sequence(self, value: Any) -> Iterable[Any]:
+        """The items of a list or tuple (of a subclass too), else none."""
+        kind = self.kind(type(value))
+        if kind == _LIST:
+            items: List[Any] = list.copy(value)
+            return items
+        if kind == _TUPLE:
+            return tuple.__iter__(value)
+        return ()
+
+    def values(self, value: Any) -> Iterable[Any]:
+        """The values of a dict (of a subclass too: a defaultdict), else none."""
+        return list(dict.values(value)) if self.kind(type(value)) == _DICT else ()
+
+    def item(self, value: Any, key: str) -> Any:
+        """value[key] of a dict (of a subclass too, without __getitem__/__missing__), or None."""
+        return dict.get(value, key) if self.kind(type(value)) == _DICT else None
+
+    def name(self, tp: type) -> str:
+        """A class' __name__, as type stores it (no metaclass' attribute lookup runs)."""
+        known = self._names.get(id(tp))
+        if known is not None:
+            return known[1]
+        name = _class_name(tp)
+        if len(self._names) >= _KNOWN_TYPES:
+            self._names.clear()
+        self._names[id(tp)] = (tp, name)
+        return name
+
+    def _layout(self, tp: type) -> _Layout:
+        """The C getter of tp's instance dict (None where it has none, or a class defines its
+        own __dict__), and which of _ATTRIBUTES a class in its MRO defines itself."""
+        known = self._layouts.get(id(tp))
+        if known is not None:
+            return known
+        dict_of: Optional[Callable[[Any], Any]] = None
+        found = False
+        defined: Set[str] = set()
+        for klass in _class_mro(tp):
+            namespace = _class_dict(klass)
+            if not found and "__dict__" in namespace:
+                found = True
+                descriptor = namespace["__dict__"]
+                if type(descriptor) is types.GetSetDescriptorType:
+                    dict_of = descriptor.__get__
+            defined.update(name for name in _ATTRIBUTES if name in namespace)
+        layout = (tp, dict_of, frozenset(defined))
+        if len(self._layouts) >= _KNOWN_TYPES:
+            self._layouts.clear()
+        self._layouts[id(tp)] = layout
+        return layout
+
+    def instance_dict(self, obj: Any) -> Optional[Dict[str, Any]]:
+        """obj's own __dict__, through its class' C descriptor; None where it has none."""
+        dict_of = self._layout(type(obj))[1]
+        if dict_of is None:
+            return None
+        try:
+            namespace = dict_of(obj)
+        except Exception:
+            return None
+        return namespace if issubclass(type(namespace), dict) else None
+
+    def attribute(self, obj: Any, name: str, default: Any) -> Any:
+        """obj.name (one of _ATTRIBUTES) from its instance dict, else `default`: also where a
+        class of obj defines the name itself (a property is never called)."""
+        _, dict_of, defined = self._layout(type(obj))
+        if dict_of is None or name in defined:
+            return default
+        try:
+            namespace = dict_of(obj)
+        except Exception:
+            return default
+        if not issubclass(type(namespace), dict):
+            return default
+        return dict.get(namespace, name, default)
+
+
+# A class, its instance dict's C getter, the _ATTRIBUTES its MRO defines (_Reader._layout).
+_Layout = Tuple[type, Optional[Callable[[Any], Any]], FrozenSet[str]]
+
+
+class _Roots:
+    """The outermost modules and their hook handles, by identity: a module's own __hash__
+    and __eq__ never run (a class with __eq__ alone is unhashable). Held weakly."""
+
+    def __init__(self) -> None:
+        self._by_id: Dict[int, Tuple[Any, List[Any]]] = {}
+
+    def __setitem__(self, module: Any, handles: List[Any]) -> None:
+        key = id(module)
+        forget = functools.partial(_forget, self._by_id, key)
+        self._by_id[key] = (weakref.ref(module, forget), handles)
+
+    def __contains__(self, module: Any) -> bool:
+        entry = self._by_id.get(id(module))
+        return entry is not None and entry[0]() is module
+
+    def items(self) -> List[Tuple[Any, List[Any]]]:
+        found = []
+        for ref, handles in list(self._by_id.values()):
+            module = ref()
+            if module is not None:
+                found.append((module, handles))
+        return found
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter([module for module, _ in self.items()])
+
+    def __len__(self) -> int:
+        return len(self.items())
+
+
+def _forget(table: Dict[int, Any], key: int, ref: Any) -> None:
+    """A weak reference's callback: drop table[key] if it is still the entry of that ref."""
+    entry = table.get(key)
+    if entry is not None and entry[0] is ref:
+        del table[key]
+
+
+def _copy_table(table: Any) -> Any:
+    """A copy of a module's hook table (torch's OrderedDict), the same type where it is ours."""
+    return table.copy() if type(table) in _PLAIN_DICTS else dict.copy(table)
