@@ -45,6 +45,7 @@ Stdlib only; runs on the target's interpreter (Python 3.9+).
 
 from __future__ import annotations
 
+import bisect
 import collections
 import contextlib
 import gc
@@ -121,7 +122,9 @@ _is_tracked = gc.is_tracked  # untracked objects (ints, str, dicts of them) can 
     K_FUNCTION,
     K_METHOD,
     K_GENERATOR,
-) = range(10)
+    K_OPAQUE,  # a C type's instance with no __dict__ or slots (an iterator, a map): gc's view
+    K_STORAGE,  # a bare UntypedStorage
+) = range(12)
 
 # A suspended generator's (coroutine's) frame: its locals are holders, as a running frame's.
 _SUSPENDED_FRAME: Dict[type, Callable[[Any], Any]] = {
@@ -403,6 +406,7 @@ class _Holder:
         "devices",
         "dtypes",
         "file",
+        "file_bytes",
         "first_line",
         "function",
         "grad_bytes",
@@ -434,7 +438,7 @@ class _Holder:
         self.first_line = ctx.first_line
         self.thread = ctx.thread
         self.count = self.storages = self.bytes = 0
-        self.grad_storages = self.grad_bytes = self.with_graph = 0
+        self.grad_storages = self.grad_bytes = self.with_graph = self.file_bytes = 0
         self.devices: Set[str] = set()
         self.dtypes: Set[str] = set()
         self.shapes: List[Tuple[int, ...]] = []
@@ -455,6 +459,7 @@ class _Holder:
         self.grad_storages += other.grad_storages
         self.grad_bytes += other.grad_bytes
         self.with_graph += other.with_graph
+        self.file_bytes += other.file_bytes
         self.devices |= other.devices
         self.dtypes |= other.dtypes
         for shape in other.shapes:
@@ -481,6 +486,7 @@ class _Holder:
             "grad_bytes": self.grad_bytes,
             "grad_storages": self.grad_storages,
             "with_graph": self.with_graph,
+            "file_bytes": self.file_bytes,
             "devices": sorted(self.devices),
             "dtypes": sorted(self.dtypes),
             "shapes": [list(s) for s in self.shapes],
@@ -692,6 +698,15 @@ class _Walker:
         self.device_of = tb["device"].__get__
         self.dtype_of = tb["dtype"].__get__
         self.shape_of = tb["shape"].__get__
+        self.layout_of = tb["layout"].__get__
+        self.tensor_methods = {n: tb[n] for n in _SPARSE_METHODS if n in tb}
+        storage_base = getattr(c, "StorageBase", None)
+        self.storage_type: Optional[type] = storage_base
+        sb = storage_base.__dict__ if storage_base is not None else {}
+        self.storage_ptr: Any = sb.get("data_ptr")
+        self.storage_nbytes: Any = sb.get("nbytes")
+        device_of_storage = sb.get("device")
+        self.storage_device: Any = getattr(device_of_storage, "__get__", None)
         nn = getattr(torch, "nn", None)
         self.nn_module: Optional[type] = getattr(nn, "Module", None)
         self.optimizer: Optional[type] = getattr(getattr(torch, "optim", None), "Optimizer", None)
@@ -745,6 +760,8 @@ class _Walker:
         # emptied at its end, so that no reference to a local outlives it.
         self.snapshots: List[Tuple[Any, Dict[Any, Any]]] = []
         self.memory_cap = MEMORY_FLOOR + int(MEMORY_SHARE * _rss())
+        self.ranges = _Ranges()  # the address ranges of the storages counted so far
+        self.file_maps: Optional[Tuple[List[int], List[int]]] = None
         self.progress: Optional[CensusProgress] = None  # a census in slices: carried state
         self.carrying = False  # reading collections of a census in slices: carry what is found
         self.diving: Optional[List[_Level]] = None  # the dive's stack, while one runs
@@ -876,7 +893,10 @@ class _Walker:
             ti = self.classify(tp)
         if ti.wrapper:
             # Its bytes are those of the tensors it holds (its attributes, walked as such).
-            return ("", id(t)), 0, "?", ti.name
+            key = ("", id(t))
+            if record and key not in self.storages:
+                self.storages[key] = (0, "?", ti.name)
+            return key, 0, "?", ti.name
         try:
             device = self.device_of(t)
             dev = self.device_names.get(device)
@@ -908,26 +928,13 @@ class _Walker:
             info = self.infos[id(t)] = self.info(t)
             self.tensors.append(t)
         base = ctx.base
-        key = info[0]
-        if self.carrying:
-            h = self.carried(base)
-            progress = self.progress
-            assert progress is not None
-            known = progress.storages.get(key)
-            if known is not None and known[4] != progress.slices:
-                return  # read by an earlier slice: this item is being read again
-            h.count += 1
-            if known is None and key not in self.claimed:
-                progress.storages[key] = (info[1], info[2], info[3], h.id, progress.slices)
-                h.storages += 1
-                h.bytes += info[1]
-        else:
-            h = base.holder or self.holder_for(base)
-            h.count += 1
-            if key not in self.claimed:
-                self.claimed.add(key)
-                h.storages += 1
-                h.bytes += info[1]
+        h = self.carried(base) if self.carrying else base.holder or self.holder_for(base)
+        if not self.claim(info, h):
+            return  # read by an earlier slice: this item is being read again
+        h.count += 1
+        if not info[0][0] and not ti.wrapper:
+            for part in self.parts(t):  # a sparse tensor's indices and values
+                self.claim(self.info(part), h)
         if not ti.wrapper:
             h.devices.add(info[2])
             h.dtypes.add(info[3])
@@ -951,11 +958,97 @@ class _Walker:
             self.graphs.append((grad_fn, h))
         if grad is not None:
             self.push(grad, ctx.anonymous())
-        if ti.dict_get is not None:
-            # A tensor subclass' attributes: a wrapper's real data (DTensor's local tensor).
-            namespace = ti.dict_get(t)
-            if issubclass(type(namespace), dict):
-                self.push_all(list(dict.values(namespace)), ctx.anonymous())
+        # Its attributes (`t.mask = m`, a wrapper's real data: DTensor's local tensor), as gc
+        # sees them: no __dict__ is made for a tensor that has none. They count under the
+        # tensor's holder.
+        anon = ctx.anonymous()
+        for held in gc.get_referents(t):
+            if type(held) is dict:
+                self.push_all(list(dict.values(held)), anon)
+            elif _is_tracked(held) and not issubclass(type(held), type):
+                self.push(held, anon)
+
+    def claim(self, info: _TensorInfo, h: _Holder) -> bool:
+        """Count a storage under h unless a holder has it already; its bytes are those of its
+        address range that no storage counted so far covers (numpy buffers shared by several
+        tensors, storages made over one buffer). False: a census in slices read this storage
+        in an earlier slice (the item that holds it is being read again)."""
+        key, nbytes, dev, _dt = info
+        if self.carrying:
+            progress = self.progress
+            assert progress is not None
+            known = progress.storages.get(key)
+            if known is not None:
+                return known[4] == progress.slices
+            if key in self.claimed:
+                return True
+            added = self.ranges.add(dev, key[1], nbytes) if key[0] else nbytes
+            progress.storages[key] = (added, dev, info[3], h.id, progress.slices)
+        else:
+            if key in self.claimed:
+                return True
+            self.claimed.add(key)
+            added = self.ranges.add(dev, key[1], nbytes) if key[0] else nbytes
+        h.storages += 1
+        h.bytes += added
+        if added and key[0] == "cpu" and self.file_backed(key[1], nbytes):
+            h.file_bytes += added
+        return True
+
+    def parts(self, t: Any) -> List[Any]:
+        """The tensors a sparse tensor is made of (it has no storage of its own)."""
+        try:
+            layout = self.layout_of(t)
+        except Exception as exc:
+            _reraise_foreign(exc)
+            return []
+        names = _SPARSE_PARTS.get(str(layout), ())
+        found = []
+        for name in names:
+            get = self.tensor_methods.get(name)
+            if get is None:
+                continue
+            try:
+                found.append(get(t))
+            except Exception as exc:
+                _reraise_foreign(exc)
+        return found
+
+    def file_backed(self, ptr: int, nbytes: int) -> bool:
+        """Whether a CPU storage lies in a mapping of a file (torch.load(mmap=True),
+        from_file): the page cache's memory, not the process' own. Only storages of 1 MiB or
+        more are looked up, in /proc/self/maps read once per census."""
+        if nbytes < 2**20:
+            return False
+        maps = self.file_maps
+        if maps is None:
+            maps = self.file_maps = _file_mappings()
+        at = bisect.bisect_right(maps[0], ptr) - 1
+        return at >= 0 and ptr + nbytes <= maps[1][at]
+
+    def storage(self, storage: Any, ctx: _Ctx) -> None:
+        """A bare storage reached from a root (no tensor over it): it counts under ctx's
+        holder, as a tensor's would."""
+        try:
+            ptr = int(self.storage_ptr(storage))
+            nbytes = int(self.storage_nbytes(storage)) if ptr else 0
+            device = self.storage_device(storage)
+            dev = self.device_names.get(device)
+            if dev is None:
+                dev = self.device_names[device] = str(device)
+        except Exception as exc:
+            _reraise_foreign(exc)
+            return
+        if not ptr:
+            return
+        key = (dev, ptr)
+        if key not in self.storages:
+            self.storages[key] = (nbytes, dev, "storage")
+        base = ctx.base
+        h = self.carried(base) if self.carrying else base.holder or self.holder_for(base)
+        if self.claim((key, nbytes, dev, "storage"), h):
+            h.count += 1
+            h.devices.add(dev)
 
     def carried(self, base: _Ctx) -> _Holder:
         """The holder, among those a census in slices carries, that base counts under."""
@@ -1427,6 +1520,12 @@ class _Walker:
                 self.instance(obj, tp, ti, ctx)
         elif kind == K_INSTANCE:
             self.instance(obj, tp, ti, ctx)
+        elif kind == K_OPAQUE:
+            # What a C object holds, unnamed (a list iterator's list, a map's function and
+            # iterable, a partial's arguments), as gc reads it: no method of it runs.
+            self.push_all(gc.get_referents(obj), ctx.anonymous())
+        elif kind == K_STORAGE:
+            self.storage(obj, ctx)
         elif kind == K_NNMODULE:
             self.nn_module_(obj, tp, ti, ctx)
         elif kind == K_CLASS:
@@ -1799,6 +1898,14 @@ class _Walker:
         if id(tp) in _SUSPENDED_FRAME_BY_ID:
             ti.kind = K_GENERATOR
             return ti
+        if (
+            self.storage_type is not None
+            and self.storage_ptr is not None
+            and self.storage_device is not None
+            and issubclass(tp, self.storage_type)
+        ):
+            ti.kind = K_STORAGE
+            return ti
         if issubclass(tp, _SKIP_TYPES) or _own(ti.module):
             # memsight's own objects (its hooks on a model lead to them) are not the user's.
             ti.kind = K_SKIP
@@ -1814,6 +1921,8 @@ class _Walker:
             ti.kind = K_NNMODULE
         ti.optimizer = self.optimizer is not None and issubclass(tp, self.optimizer)
         self.instance_layout(tp, ti)
+        if ti.kind == K_INSTANCE and ti.dict_get is None and not ti.slots:
+            ti.kind = K_OPAQUE
         ti.user = ti.module is not None and self.is_user_class_module(ti.module)
         return ti
 
@@ -1913,9 +2022,8 @@ class _Walker:
         holders, claimed = self.carried_holders()
         by_device: Dict[str, Dict[str, int]] = {}
         by_dtype: Dict[str, Dict[str, int]] = {}
-        total = 0
+        total = _union_bytes(self.storages)
         for nbytes, dev, dt in self.storages.values():
-            total += nbytes
             for table, name in ((by_device, dev), (by_dtype, dt)):
                 row = table.get(name)
                 if row is None:
@@ -2122,3 +2230,70 @@ def _may_hold_more(obj: Any, tp: type) -> bool:
             continue
         return True
     return False
+
+
+# The parts of a sparse tensor, by layout (TensorBase methods; none runs user code).
+_SPARSE_PARTS: Dict[str, Tuple[str, ...]] = {
+    "torch.sparse_coo": ("_indices", "_values"),
+    "torch.sparse_csr": ("crow_indices", "col_indices", "values"),
+    "torch.sparse_csc": ("ccol_indices", "row_indices", "values"),
+    "torch.sparse_bsr": ("crow_indices", "col_indices", "values"),
+    "torch.sparse_bsc": ("ccol_indices", "row_indices", "values"),
+}
+_SPARSE_METHODS = frozenset(name for names in _SPARSE_PARTS.values() for name in names)
+
+
+class _Ranges:
+    """Address ranges counted so far, per device: what a new storage adds is the part of its
+    range none of them covers."""
+
+    __slots__ = ("by_device",)
+
+    def __init__(self) -> None:
+        # device -> (starts, ends): sorted, disjoint, not touching
+        self.by_device: Dict[str, Tuple[List[int], List[int]]] = {}
+
+    def add(self, device: str, start: int, size: int) -> int:
+        """Cover [start, start + size); the bytes it newly covers."""
+        if size <= 0:
+            return 0
+        starts, ends = self.by_device.setdefault(device, ([], []))
+        end = start + size
+        lo = bisect.bisect_left(ends, start)  # the first range that ends at or after start
+        hi = bisect.bisect_right(starts, end)  # past the last range that starts by end
+        if lo == hi:
+            starts.insert(lo, start)
+            ends.insert(lo, end)
+            return size
+        covered = sum(min(ends[k], end) - max(starts[k], start) for k in range(lo, hi))
+        new_start, new_end = min(starts[lo], start), max(ends[hi - 1], end)
+        starts[lo:hi] = [new_start]
+        ends[lo:hi] = [new_end]
+        return size - max(0, covered)
+
+
+def _file_mappings() -> Tuple[List[int], List[int]]:
+    """The process' mappings of files, from /proc/self/maps: sorted starts and their ends."""
+    starts: List[int] = []
+    ends: List[int] = []
+    try:
+        with open("/proc/self/maps", "rb") as maps:
+            for line in maps:
+                fields = line.split(None, 5)
+                if len(fields) < 6 or not fields[5].startswith(b"/"):
+                    continue  # anonymous memory, the heap, the stack
+                low, _, high = fields[0].partition(b"-")
+                starts.append(int(low, 16))
+                ends.append(int(high, 16))
+    except (OSError, ValueError):
+        return [], []
+    return starts, ends
+
+
+def _union_bytes(storages: Dict[Tuple[str, int], Tuple[int, str, str]]) -> int:
+    """The bytes of the storages' address ranges, each byte once."""
+    ranges = _Ranges()
+    total = 0
+    for (dev, ptr), (nbytes, _dev, _dt) in sorted(storages.items()):
+        total += ranges.add(dev, ptr, nbytes) if dev else nbytes
+    return total

@@ -93,6 +93,7 @@ class ContentsRow:
     place: str  # file:line where the holder lives, "" when unknown
     file: str = ""  # that file's path as recorded (relative ones are the run's directory's)
     line: int = 0  # that line, 0 when unknown
+    file_bytes: int = 0  # of bytes, those in mappings of files (torch.load(mmap=True))
 
     @property
     def total(self) -> int:
@@ -153,6 +154,7 @@ def _row(holder: dict[str, Any]) -> ContentsRow:
         place=place,
         file=str(file) if place else "",
         line=int(line) if place and isinstance(line, int) else 0,
+        file_bytes=int(holder.get("file_bytes") or 0),
     )
 
 
@@ -255,6 +257,8 @@ def _extra(row: ContentsRow) -> str:
         parts.append("shapes " + ", ".join(row.shapes[:3]))
     if row.with_graph:
         parts.append(f"{row.with_graph} with autograd graphs")
+    if row.file_bytes:
+        parts.append(f"{format_bytes(row.file_bytes)} mapped from files, not RAM of its own")
     parts = [p for p in parts if p]
     return f"  [{'; '.join(parts)}]" if parts else ""
 
@@ -299,4 +303,5 @@ def _row_json(row: ContentsRow) -> dict[str, Any]:
         "place": row.place,
         "file": row.file or None,
         "line": row.line or None,
+        "file_bytes": row.file_bytes,
     }
