@@ -25,7 +25,6 @@ from PySide6.QtWidgets import (
 
 from app.plaintext import shorten, tooltip
 from profiler.diagnosis.contents import (
-    PARTIAL,
     Census,
     ChangeRow,
     ContentsRow,
@@ -34,6 +33,7 @@ from profiler.diagnosis.contents import (
     changes,
     contents,
     is_partial,
+    partial_text,
     size_text,
 )
 from profiler.profile.model import Profile
@@ -300,7 +300,7 @@ class ContentsPanel(QWidget):
             self._unsorted()
             self._fit_columns()
         if is_partial(census):
-            summary += f" ({PARTIAL})"
+            summary += f" ({partial_text(census)})"
         self.header.setText(summary)
 
     def _on_row_activated(self, index: QModelIndex) -> None:

@@ -85,6 +85,8 @@ def finding_html(finding: Finding, cwd: str = "") -> str:
             "<a href='editor:choose'>choose the editor</a>)</span></p>",
             f"<ul style='margin-top:2px'>{places}</ul>",
         ]
+    elif finding.where_note:
+        parts.append(f"<p><b>Where:</b> not named: {_e(finding.where_note)}</p>")
     parts += [
         f"<p>{_e(finding.explanation)}</p>",
         "<h4>Fixes, most likely to help first</h4>",

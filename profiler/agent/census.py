@@ -511,6 +511,7 @@ class _Ctx:
         "kids",
         "kind",
         "line",
+        "module_path",
         "name",
         "named",
         "owner",
@@ -555,6 +556,9 @@ class _Ctx:
         self.kids: Optional[Dict[str, _Ctx]] = None  # attribute children, by name
         self.keys: Optional[Dict[str, _Ctx]] = None  # dict-key children, by key
         self.variant: Optional[_Ctx] = None
+        # A submodule's path below the model the holder reached ("blocks.3.attn"): its
+        # attributes are named by it, so that two instances of one class tell apart.
+        self.module_path = ""
 
     def anonymous(self) -> _Ctx:
         """The same holder, one unnamed position further down."""
@@ -574,6 +578,7 @@ class _Ctx:
         v = kids.get("\0" + step)  # apart from attribute names, the other entries
         if v is None:
             v = kids["\0" + step] = self._copy(self.path + ("[*]" if self.anon else "") + step)
+            v.module_path = self.module_path + step if self.module_path else step.lstrip(".")
         return v
 
     def _copy(self, path: str) -> _Ctx:
@@ -593,6 +598,7 @@ class _Ctx:
             self.named,
         )
         v.base = self.base
+        v.module_path = self.module_path
         return v
 
 
@@ -1625,7 +1631,7 @@ class _Walker:
             child = kids[name] = _Ctx(
                 ctx.root,
                 ctx.path + ("[*]" if ctx.anon else "") + "." + name,
-                ti.name + "." + name,
+                (ctx.module_path or ti.name) + "." + name,
                 "attribute",
                 name,
                 self.type_name(value),

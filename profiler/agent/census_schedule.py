@@ -16,6 +16,14 @@ censuses so far have taken at most SLICES_SHARE of the run, and is sent once who
 a torch function or dispatch mode is active (census.unsafe_because): it waits for the next
 iteration.
 
+A program with no iterations at all (tensor code without a module or an optimizer) gets its
+censuses on the clock instead, from the agent's thread (on_clock): at CLOCK_FIRST_S seconds
+of the run and then at doubling times ("auto"), or every N seconds ("every-N"), with the same
+budget, marked `iterations_are: "time"`.
+
+The budget lets a second census start whatever the first cost: one census compares with
+nothing, and a short loop whose first census was slow would otherwise never name a holder.
+
 An out-of-memory error gets a census of its own (at_error), whatever the budget: what was
 alive when memory ran out, the frames the error left included. At most MAX_ERROR_CENSUSES a
 run, and none with "never".
@@ -23,6 +31,7 @@ run, and none with "never".
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any, Dict, Optional
 
@@ -32,6 +41,8 @@ OPTIMIZER_STEPS, BACKWARD_PASSES, FORWARD_PASSES = (
     "forward passes",
 )
 _RANK = {OPTIMIZER_STEPS: 0, BACKWARD_PASSES: 1, FORWARD_PASSES: 2}
+ON_THE_CLOCK = "time"  # a census taken on the clock: `iteration` counts those censuses
+CLOCK_FIRST_S = 2.0
 FIRST = 5
 BUDGET_SHARE = 0.005
 SLICES_SHARE = 0.01  # a census in slices goes on while censuses have taken at most this
@@ -64,6 +75,41 @@ class CensusSchedule:
         self._at = (OPTIMIZER_STEPS, 0)  # the last iteration boundary: kind, index
         self._errors = 0
         self._progress: Optional[Any] = None  # census.CensusProgress of a census in slices
+        self._clock_next = CLOCK_FIRST_S  # seconds of the run
+        self._clock_taken = 0
+        # The script's threads take censuses at iterations, the agent's on the clock.
+        self._busy = threading.Lock()
+
+    def _over_budget(self, share: float) -> bool:
+        """Censuses so far took more than `share` of the run (the first two always may)."""
+        return self.taken >= 2 and self._spent > share * (time.monotonic() - self._started)
+
+    def on_clock(self) -> None:
+        """The agent's thread, now and then: a census on the clock where the program has shown
+        no iteration (yet)."""
+        if self.every is None or self._rank < len(_RANK):
+            return
+        elapsed = time.monotonic() - self._started
+        if self._progress is None and elapsed < self._clock_next:
+            return
+        if not self._busy.acquire(blocking=False):
+            return
+        try:
+            if self._rank < len(_RANK):
+                return  # iterations began meanwhile
+            if self._progress is not None:
+                if not self._over_budget(SLICES_SHARE):
+                    index = self._clock_taken + 1
+                    self._take(ON_THE_CLOCK, index, progress=self._progress, clock=True)
+                return
+            if self._over_budget(BUDGET_SHARE):
+                self.skipped += 1
+                return
+            step = float(self.every) if self.every else self._clock_next
+            self._clock_next = elapsed + step
+            self._take(ON_THE_CLOCK, self._clock_taken + 1, clock=True)
+        finally:
+            self._busy.release()
 
     def at_boundary(self, kind: str, index: int) -> None:
         """Iteration `index` (1-based) of `kind` just ended (or, for forwards, begins)."""
@@ -74,13 +120,21 @@ class CensusSchedule:
             return
         self._rank = rank
         self._at = (kind, index)
+        if not self._busy.acquire(blocking=False):
+            return  # a census on the clock is under way (iterations just began)
+        try:
+            self._boundary(kind, index)
+        finally:
+            self._busy.release()
+
+    def _boundary(self, kind: str, index: int) -> None:
         if self._progress is not None:
             self._go_on(kind, index)
             return
         due = self._next.setdefault(kind, self.every or FIRST)
         if index < due:
             return
-        if self._spent > BUDGET_SHARE * (time.monotonic() - self._started):
+        if self._over_budget(BUDGET_SHARE):
             self.skipped += 1  # over budget: try again at the next iteration
             return
         from .census import safe_to_run
@@ -92,7 +146,7 @@ class CensusSchedule:
 
     def _go_on(self, kind: str, index: int) -> None:
         """The next slice of the census in slices, if the budget and the moment allow."""
-        if self._spent > SLICES_SHARE * (time.monotonic() - self._started):
+        if self._over_budget(SLICES_SHARE):
             self.skipped += 1
             return
         from .census import safe_to_run
@@ -119,6 +173,7 @@ class CensusSchedule:
         index: int,
         traceback: Any = None,
         progress: Optional[Any] = None,
+        clock: bool = False,
         **marks: Any,
     ) -> None:
         from .census import CensusProgress, raised_by_the_script, take_census
@@ -136,6 +191,8 @@ class CensusSchedule:
                 find_unreached=False,
                 traceback=traceback,
                 progress=progress,
+                # On the clock, from the agent's thread: its own stack is memsight's.
+                exclude_threads=frozenset({threading.get_ident()}) if clock else frozenset(),
             )
             data = census.to_json()
         except Exception as exc:  # a census must never break the script
@@ -153,4 +210,6 @@ class CensusSchedule:
                 return
             self._progress = None
         self.taken += 1
+        if kind == ON_THE_CLOCK:
+            self._clock_taken += 1
         self.agent.event("census", iterations_are=kind, iteration=index, census=data, **marks)

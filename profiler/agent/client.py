@@ -325,6 +325,10 @@ class Agent(Outbox):
                 row = HEAP_TABLE.row.pack(*self._heap.row())
                 with self._lock:
                     self._rows[HEAP_TABLE.id] += row
+            instrumentation = self.instrumentation
+            if instrumentation is not None:
+                # A program without iterations gets its censuses on the clock, from here.
+                instrumentation.censuses.on_clock()
         except Exception as exc:
             self.error("sampler", exc)
 

@@ -116,6 +116,7 @@ def finding_to_json(finding: Finding) -> dict[str, object]:
         "evidence": finding.evidence.to_json(),
         "fixes": [fix.to_json() for fix in get_fixes(finding.fixes)],
         "where": [location.to_json() for location in finding.where],
+        "where_note": finding.where_note,
         "process": process_to_json(finding.process) if finding.process is not None else None,
     }
 

@@ -188,3 +188,32 @@ def source_line(path: str, line: int) -> str | None:
         return None
     lines = parsed[1]
     return lines[line - 1].strip() if 0 < line <= len(lines) else None
+
+
+def enclosing_function(path: str, line: int) -> str | None:
+    """The qualified name of the innermost function whose body holds `line` of the file
+    (`Trainer.fit`, `main.<locals>.step` as `main.step`), or None at module level or when the
+    file cannot be read."""
+    parsed = _parse(path)
+    if parsed is None:
+        return None
+    tree, _lines = parsed
+    names: list[str] = []
+    body: list[ast.stmt] = tree.body
+    found: str | None = None
+    while True:
+        inner = next(
+            (
+                node
+                for node in body
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+                and node.lineno <= line <= (node.end_lineno or node.lineno)
+            ),
+            None,
+        )
+        if inner is None:
+            return found
+        names.append(inner.name)
+        if not isinstance(inner, ast.ClassDef):
+            found = ".".join(names)
+        body = inner.body

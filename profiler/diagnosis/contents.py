@@ -118,9 +118,11 @@ class ChangeRow:
 
 def census_label(census: Census, time: bool = True) -> str:
     """ "optimizer step 40 (3.52 s)"; without `time`, "optimizer step 40"; a census at an
-    out-of-memory error: "the out-of-memory error (3.61 s)"."""
+    out-of-memory error: "the out-of-memory error (3.61 s)"; one on the clock: "4.02 s"."""
     if census.at_error:
         return f"the out-of-memory error ({census.t:.2f} s)" if time else "the out-of-memory error"
+    if census.iterations_are == "time":  # on the clock: a program without iterations
+        return f"{census.t:.2f} s" if time else f"census {census.iteration} on the clock"
     kind = {
         "optimizer steps": "optimizer step",
         "backward passes": "backward pass",
@@ -130,11 +132,23 @@ def census_label(census: Census, time: bool = True) -> str:
 
 
 PARTIAL = "partial: the census stopped at its time limit"
+_STOPPED_BY = {
+    "time": "the census stopped at its time limit",
+    "objects": "the census stopped at its limit of objects",
+    "memory": "the census stopped at its limit of memory",
+    "slices": "the census gave up after its most slices",
+}
 
 
 def is_partial(census: Census) -> bool:
-    """The census ran out of its time budget: some holders may be missing."""
+    """The census ran out of its budget: some holders may be missing."""
     return bool((census.data.get("cost") or {}).get("partial"))
+
+
+def partial_text(census: Census) -> str:
+    """Why a partial census stopped: "partial: the census stopped at its time limit"."""
+    stopped = (census.data.get("cost") or {}).get("stopped_by")
+    return "partial: " + _STOPPED_BY.get(str(stopped), _STOPPED_BY["time"])
 
 
 def _row(holder: dict[str, Any]) -> ContentsRow:
@@ -231,7 +245,7 @@ def format_contents(profile: Profile, at: str = "last", since: str | None = None
     census = pick(profile, at)
     lines = [f"Memory contents at {census_label(census)}"]
     if is_partial(census):
-        lines.append(f"  ({PARTIAL})")
+        lines.append(f"  ({partial_text(census)})")
     if since is None:
         lines.append(f"  {'bytes':>10}  {'graphs':>10}  {'tensors':>7}  holder")
         for row in contents(census):

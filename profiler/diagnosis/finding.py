@@ -100,6 +100,9 @@ class Finding:
     # Where in the user's code to look, most important first; empty when nothing there can be
     # named (the memory is held by a library, or the run left no trace of it).
     where: tuple[Location, ...] = ()
+    # Why `where` is empty, and what to do, for a finding that would name a holder ("fewer than
+    # two censuses fell in the climb's span …; run with `--census every-10` …"); None otherwise.
+    where_note: str | None = None
     # The process of a job it is about (a torchrun rank, profile/processes.py); None in a
     # run of one process, and for findings about the job as a whole.
     process: ProcessInfo | None = None

@@ -13,8 +13,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from profiler.diagnosis.adders import adding_line, binding_line, source_line
-from profiler.diagnosis.contents import Census, censuses, changes, describe, holders_by_id
+from profiler.diagnosis.adders import adding_line, binding_line, enclosing_function, source_line
+from profiler.diagnosis.contents import (
+    Census,
+    census_label,
+    censuses,
+    changes,
+    describe,
+    holders_by_id,
+    is_partial,
+    partial_text,
+)
 from profiler.diagnosis.finding import Location
 from profiler.profile.model import Profile
 from profiler.profile.series import OPTIMIZER_STEPS
@@ -32,6 +41,26 @@ class Growing:
     last: Census
 
 
+def census_pair(
+    profile: Profile, iterations_are: str | None, span: tuple[float, float]
+) -> tuple[Census, Census] | None:
+    """The censuses a growth over `span` (times, s) is judged between: from the last one at or
+    before the span's start (the warm-up the fit leaves out has ended by then, or nearly) to
+    the last one in it; None without two such."""
+    taken = [
+        c
+        for c in censuses(profile)
+        if c.t <= span[1] + 1e-6 and (iterations_are is None or c.iterations_are == iterations_are)
+    ]
+    before_start = [c for c in taken if c.t <= span[0]]
+    inside = [c for c in taken if c.t > span[0]]
+    if not inside or len(taken) < 2:
+        return None
+    first = before_start[-1] if before_start else inside[0]
+    last = inside[-1]
+    return None if first is last else (first, last)
+
+
 def growing_holders(
     profile: Profile,
     iterations_are: str | None,
@@ -41,22 +70,12 @@ def growing_holders(
 ) -> list[Growing]:
     """Holders that gained memory over `span` (times, s) between two censuses, most first;
     gains per iteration (or per second for growth over time). `pace`: the finding's
-    iterations per second, for iterations that are not optimizer steps."""
-    taken = [
-        c
-        for c in censuses(profile)
-        if c.t <= span[1] + 1e-6 and (iterations_are is None or c.iterations_are == iterations_are)
-    ]
-    # From the last census at or before the span's start (the warm-up the fit leaves out has
-    # ended by then, or nearly) to the last one in it.
-    before_start = [c for c in taken if c.t <= span[0]]
-    inside = [c for c in taken if c.t > span[0]]
-    if not inside or len(taken) < 2:
+    iterations per second, for iterations that are not optimizer steps. per_iteration: the
+    growth's rate, of which a holder must gain MIN_SHARE."""
+    pair = census_pair(profile, iterations_are, span)
+    if pair is None:
         return []
-    first = before_start[-1] if before_start else inside[0]
-    last = inside[-1]
-    if first is last:
-        return []
+    first, last = pair
     if iterations_are == OPTIMIZER_STEPS:
         steps = float(last.iteration - first.iteration)
     else:
@@ -128,10 +147,11 @@ def _location(holder: dict[str, Any], text: str, size: int, bound: bool = False)
     if place is None:
         return None
     file, line, code = place
-    # A global's owner is its module, not a function to name.
-    function = holder.get("function") or (
-        holder.get("owner") if holder.get("kind") != "global" else None
-    )
+    # The function that holds the line (the loop that appends to `self.cache`), not the
+    # holder's owner (its class); a local's own function where the file cannot be read.
+    function = enclosing_function(file, line)
+    if function is None and holder.get("kind") == "local":
+        function = holder.get("function")
     return Location(file, line, str(function) if function else None, code, text, size)
 
 
@@ -140,9 +160,12 @@ def locations(found: list[Growing], unit: str = "iteration") -> tuple[Location, 
     out = []
     for growing in found:
         holder = growing.holder
+        # The gain first, then the holder as that census saw it (the Contents view shows the
+        # same census' row when it is picked): the two numbers are of different things.
         text = (
-            f"kept alive by {describe(holder)}: {_contents(holder)}, "
-            f"+{format_bytes(growing.per_iteration)} per {unit}"
+            f"kept alive by {describe(holder)}: +{format_bytes(growing.per_iteration)} per "
+            f"{unit}; {_contents(holder)}, {format_bytes(_held(holder))} at "
+            f"{census_label(growing.last, time=False)}"
         )
         location = _location(holder, text, round(growing.per_iteration))
         if location is not None:
@@ -162,6 +185,11 @@ def largest_holders(census: Census, min_bytes: int) -> list[dict[str, Any]]:
     return [h for _size, h in sized[:MAX_HOLDERS]]
 
 
+def _held(holder: dict[str, Any]) -> int:
+    """What a holder keeps: its tensors' storages and what their graphs keep."""
+    return int(holder.get("bytes") or 0) + int(holder.get("grad_bytes") or 0)
+
+
 def holding_locations(found: list[dict[str, Any]], moment: str) -> tuple[Location, ...]:
     """One location per holder of a census (largest_holders): where it is in the code."""
     out = []
@@ -172,3 +200,28 @@ def holding_locations(found: list[dict[str, Any]], moment: str) -> tuple[Locatio
         if location is not None:
             out.append(location)
     return tuple(out)
+
+
+ADVICE = "run with `--census every-10` (a census every 10 iterations) to see what holds it"
+
+
+def unnamed_because(profile: Profile, iterations_are: str | None, span: tuple[float, float]) -> str:
+    """Why a growth's finding names no holder, and what to do: in words for its "where"."""
+    if not censuses(profile):
+        return f"no census of live tensors was taken in this run; {ADVICE}"
+    pair = census_pair(profile, iterations_are, span)
+    if pair is None:
+        return f"fewer than two censuses fell in the climb's span, so none could show a holder growing; {ADVICE}"
+    first, last = pair
+    cut = [c for c in pair if is_partial(c)]
+    if cut:
+        return (
+            f"the census at {census_label(cut[0], time=False)} was cut short "
+            f"({partial_text(cut[0]).split(': ', 1)[-1]}); {ADVICE}"
+        )
+    return (
+        f"no variable, attribute or cell the censuses reach gained memory between "
+        f"{census_label(first, time=False)} and {census_label(last, time=False)}: what grows is "
+        "held outside Python's reach (a C extension, a library's native state) or is memory "
+        "the allocator keeps; `memsight report --contents` shows what the censuses saw"
+    )

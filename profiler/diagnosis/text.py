@@ -40,6 +40,8 @@ def format_finding(finding: Finding, number: int, snippets: bool = True) -> list
     lines += _wrap(f"Evidence: {finding.evidence.text} (at {finding.evidence.where()})", INDENT)
     # Unwrapped: a path or a line of code split in two can no longer be copied or clicked.
     lines += [f"{INDENT}Where: {format_location(location)}" for location in finding.where]
+    if finding.where_note and not finding.where:
+        lines += _wrap(f"Where: not named: {terminal_safe(finding.where_note)}", INDENT)
     lines += _wrap(f"Why: {finding.explanation}", INDENT)
     lines.append(f"{INDENT}Fixes, most likely to help first:")
     for rank, fix in enumerate(get_fixes(finding.fixes), 1):

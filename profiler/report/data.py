@@ -13,13 +13,13 @@ import numpy as np
 
 from profiler.diagnosis import Diagnosis, get_fix
 from profiler.diagnosis.contents import (
-    PARTIAL,
     ContentsRow,
     census_label,
     censuses,
     changes,
     contents,
     is_partial,
+    partial_text,
     size_text,
 )
 from profiler.diagnosis.finding import SEVERITY_LABELS, Location
@@ -160,6 +160,7 @@ def _findings(diagnosis: Diagnosis) -> list[dict[str, Any]]:
                 "plot": e.plot,
                 "fixes": [get_fix(fix_id) for fix_id in finding.fixes],
                 "where": [_location(location) for location in finding.where],
+                "where_note": finding.where_note,
             }
         )
     return out
@@ -207,7 +208,7 @@ def memory_contents(profile: Profile) -> dict[str, Any] | None:
     out: dict[str, Any] = {
         "at": census_label(last),
         "censuses": len(taken),
-        "partial": PARTIAL if is_partial(last) else "",
+        "partial": partial_text(last) if is_partial(last) else "",
         "rows": [_contents_row(row) for row in contents(last)],
         "since": None,
         "changes": [],

@@ -144,10 +144,14 @@ def test_the_census_memory_does_not_grow_with_the_heap(tmp_path: Any) -> None:
 def test_holders_outside_a_huge_collection_are_named_before_it_is_read(
     stepping_clock: list[int],
 ) -> None:
+    # The time for the walk outside collections (this process' own objects), and 40 readings
+    # more: enough for the losses, not for the 600 k objects of the dataset.
+    outside = take_census(torch, max_seconds=FULL, find_unreached=False).cost["objects"]
+    readings = outside // census_module.CHECK_EVERY + 40
     dataset = _records(200_000)  # met first, read last
     losses = [floats(4) for _ in range(3000)]  # a collection too, but a small one
     kept = [floats(100)]
-    c = take_census(torch, max_seconds=60 * CLOCK_STEP, find_unreached=False)
+    c = take_census(torch, max_seconds=readings * CLOCK_STEP, find_unreached=False)
     assert c.partial
     assert holder(c, ":kept")["bytes"] == 400
     assert holder(c, ":losses")["count"] == 3000
@@ -582,3 +586,37 @@ def test_the_census_total_is_what_is_truly_held() -> None:
     held = sum(h["bytes"] for h in c.holders if ":zoo" in h["id"])
     assert abs(held - truly) <= 0.05 * truly, (held, truly)
     del buffer, zoo
+
+
+# -- where ------------------------------------------------------------------------------------
+
+
+class Attention(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(2, 2)
+        self.att_maps: list[torch.Tensor] = []
+
+
+class Block(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.attn = Attention()
+
+
+class Net(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = torch.nn.ModuleList([Block(), Block()])
+
+
+def test_holders_in_two_instances_of_one_module_say_which() -> None:
+    net = Net()
+    net.blocks[0].attn.att_maps.append(floats(10))  # type: ignore[union-attr, index]
+    net.blocks[1].attn.att_maps.append(floats(20))  # type: ignore[union-attr, index]
+    c = take_census(torch, max_seconds=FULL)
+    first = holder(c, ":net.blocks.0.attn.att_maps")
+    second = holder(c, ":net.blocks.1.attn.att_maps")
+    assert (first["name"], first["bytes"]) == ("blocks.0.attn.att_maps", 40)
+    assert (second["name"], second["bytes"]) == ("blocks.1.attn.att_maps", 80)
+    del net

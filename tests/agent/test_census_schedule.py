@@ -70,9 +70,47 @@ def test_over_budget_a_census_waits_for_a_later_iteration(monkeypatch: pytest.Mo
     schedule = CensusSchedule(agent, torch, "every-1")
     monkeypatch.setattr(census_schedule, "BUDGET_SHARE", 0.0)
     schedule._spent = 1.0  # as if censuses had already cost a second
+    # The first two censuses start whatever they cost: one alone compares with nothing.
     for step in range(1, 10):
         schedule.at_boundary(OPTIMIZER_STEPS, step)
-    assert taken(agent) == [] and schedule.skipped == 9
+    assert taken(agent) == [(OPTIMIZER_STEPS, 1), (OPTIMIZER_STEPS, 2)]
+    assert schedule.skipped == 7
     monkeypatch.setattr(census_schedule, "BUDGET_SHARE", 1e9)
     schedule.at_boundary(OPTIMIZER_STEPS, 10)
-    assert taken(agent) == [(OPTIMIZER_STEPS, 10)]
+    assert taken(agent)[-1] == (OPTIMIZER_STEPS, 10)
+
+
+def test_a_program_without_iterations_gets_censuses_on_the_clock(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    now = [1000.0]
+    monkeypatch.setattr(census_schedule.time, "monotonic", lambda: now[0])
+    agent = Agent()
+    agent.started = 1000.0  # type: ignore[attr-defined]
+    schedule = CensusSchedule(agent, torch, "auto")
+    seen = []
+    for second in range(0, 40):
+        now[0] = 1000.0 + second
+        schedule.on_clock()
+        seen.append(len(taken(agent)))
+    # At 2 s of the run, then at doubling times: 4, 8, 16, 32.
+    assert [s for s in range(40) if seen[s] > (seen[s - 1] if s else 0)] == [2, 4, 8, 16, 32]
+    assert all(e["iterations_are"] == "time" for e in agent.events if e["type"] == "census")
+    # Once iterations are seen, the clock takes no more.
+    schedule.at_boundary(OPTIMIZER_STEPS, 1)
+    before = len(taken(agent))
+    now[0] = 1100.0
+    schedule.on_clock()
+    assert len(taken(agent)) == before
+
+
+def test_every_n_on_the_clock_is_every_n_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [0.0]
+    monkeypatch.setattr(census_schedule.time, "monotonic", lambda: now[0])
+    agent = Agent()
+    agent.started = 0.0  # type: ignore[attr-defined]
+    schedule = CensusSchedule(agent, torch, "every-3")
+    for tenth in range(0, 120):
+        now[0] = tenth / 10
+        schedule.on_clock()
+    assert [e["iteration"] for e in agent.events if e["type"] == "census"] == [1, 2, 3, 4]

@@ -57,3 +57,8 @@ def test_tensor_code_without_a_module_is_judged_over_time(mode: str, tmp_path: P
     # live allocations instead (judged_on), whose rate is the kept tensors' own.
     assert numbers["bytes_per_second"] > 15 * 2**20 and numbers["r2"] > 0.9
     assert "over time" in finding.title
+    # No iteration to take censuses at: they are taken on the clock, and name the list and
+    # the line that appends to it.
+    assert finding.where, finding.where_note
+    assert finding.where[0].code is not None and finding.where[0].code.startswith("kept.append(")
+    assert finding.where[0].holder is not None and "`kept`" in finding.where[0].holder

@@ -36,7 +36,7 @@ import numpy as np
 
 from profiler.diagnosis.config import DiagnosisConfig
 from profiler.diagnosis.finding import Evidence, Finding, Location
-from profiler.diagnosis.holders import growing_holders, locations
+from profiler.diagnosis.holders import growing_holders, locations, unnamed_because
 from profiler.diagnosis.signals import (
     FloatArray,
     IterationLevels,
@@ -97,6 +97,21 @@ class Growth:
     # this much meanwhile, in steps, as malloc handed out memory freed earlier (see
     # _live_over_time). None when the level itself climbed steadily.
     ram_rise: float | None = None
+
+    def held_rate(self) -> float:
+        """The growth's rate that holders share (per iteration, or per second): of live
+        allocations where malloc's were read and grew slower than the level, since many small
+        kept tensors climb RSS mostly by the holes between them, which no holder keeps."""
+        rate = self.fit.slope
+        heap = self.heap
+        if heap is None or heap.in_use <= 0 or self.ram_rise is not None:
+            return rate
+        units = (
+            float(self.iterations[1] - self.iterations[0])
+            if self.iterations is not None
+            else self.end_s - self.start_s
+        )
+        return min(rate, heap.in_use / units) if units > 0 else rate
 
     def retained_by_allocator(self, config: DiagnosisConfig) -> bool:
         """The climb is memory malloc keeps after it was freed, not memory something holds.
@@ -161,11 +176,15 @@ class HeapGrowth:
 
 
 def check(profile: Profile, config: DiagnosisConfig) -> list[Finding]:
-    return [
-        replace(_finding(g), where=_where_held(profile, g))
-        for g in growths(profile, config)
-        if not g.retained_by_allocator(config)
-    ]
+    found = []
+    for g in growths(profile, config):
+        if g.retained_by_allocator(config):
+            continue
+        where = _where_held(profile, g)
+        span = (g.start_s, g.end_s)
+        note = None if where else unnamed_because(profile, g.iterations_are, span)
+        found.append(replace(_finding(g), where=where, where_note=note))
+    return found
 
 
 def _where_held(profile: Profile, g: Growth) -> tuple[Location, ...]:
@@ -173,7 +192,8 @@ def _where_held(profile: Profile, g: Growth) -> tuple[Location, ...]:
     pace = None
     if g.iterations is not None and g.end_s > g.start_s:
         pace = (g.iterations[1] - g.iterations[0]) / (g.end_s - g.start_s)
-    found = growing_holders(profile, g.iterations_are, (g.start_s, g.end_s), g.fit.slope, pace)
+    span = (g.start_s, g.end_s)
+    found = growing_holders(profile, g.iterations_are, span, g.held_rate(), pace)
     return locations(found, "iteration" if g.iterations is not None else "second")
 
 
