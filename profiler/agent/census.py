@@ -2177,6 +2177,13 @@ def raised_by_the_script(exc: BaseException) -> bool:
     return not tb.tb_frame.f_code.co_filename.startswith(_OWN_DIR)
 
 
+def scripts_part(tb: Optional[types.TracebackType]) -> Optional[types.TracebackType]:
+    """A traceback from its first frame that is not memsight's on (the script's handler)."""
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_OWN_DIR):
+        tb = tb.tb_next
+    return tb
+
+
 def _reraise_foreign(exc: BaseException) -> None:
     """Raise exc again when the script raised it (raised_by_the_script)."""
     if raised_by_the_script(exc):

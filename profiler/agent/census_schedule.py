@@ -176,7 +176,7 @@ class CensusSchedule:
         clock: bool = False,
         **marks: Any,
     ) -> None:
-        from .census import CensusProgress, raised_by_the_script, take_census
+        from .census import CensusProgress, raised_by_the_script, scripts_part, take_census
 
         if progress is None and traceback is None:
             progress = CensusProgress()  # an error's census is taken whole, in one pause
@@ -199,7 +199,9 @@ class CensusSchedule:
             if progress is not None:
                 self._progress = None  # the census in slices ends here
             if raised_by_the_script(exc):
-                raise  # a signal handler's (a per-step timeout): the script's own exception
+                # A signal handler's (a per-step timeout): the script's own exception, shown
+                # from the handler on, without the census' frames between.
+                raise exc.with_traceback(scripts_part(exc.__traceback__))
             self.agent.error("census", exc)
             return
         finally:

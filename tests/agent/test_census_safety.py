@@ -325,11 +325,18 @@ def test_the_schedule_lets_the_scripts_exception_through() -> None:
     original = census_module.take_census
     census_module.take_census = raise_from_the_script
     try:
-        with pytest.raises(StepTimeout):
+        with pytest.raises(StepTimeout) as raised:
             schedule.at_boundary("optimizer steps", 1)
     finally:
         census_module.take_census = original
     assert agent.errors == []
+    # Shown from the script's code on: no census frame between the schedule and the handler.
+    tb = raised.value.__traceback__
+    files = []
+    while tb is not None:
+        files.append(Path(tb.tb_frame.f_code.co_filename).name)
+        tb = tb.tb_next
+    assert files[-1] == "test_census_safety.py" and "census.py" not in files
 
 
 # -- tensors read without the program seeing it -------------------------------------------------
@@ -620,3 +627,56 @@ def test_holders_in_two_instances_of_one_module_say_which() -> None:
     assert (first["name"], first["bytes"]) == ("blocks.0.attn.att_maps", 40)
     assert (second["name"], second["bytes"]) == ("blocks.1.attn.att_maps", 80)
     del net
+
+
+# -- the program under memsight behaves as under python ------------------------------------------
+
+HOSTILE = """
+import sys
+import time
+
+import numpy as np
+import torch
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+x = torch.randn(4, 8)
+with torch.no_grad():
+    for _ in range(6):  # inference batches: censuses at forwards under every-1
+        model(x)
+time.sleep(1.0)  # the census budget (0.5 % of the run) allows one at the trace's forward
+traced = torch.jit.trace(model, x)  # its check runs the model again: no census may enter it
+print("traced", tuple(traced(x).shape))
+buffer = np.zeros(16)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(12):
+    loss = model(x).pow(2).sum()
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    buffer.resize(16 + step)  # refcheck: nothing else may hold the buffer after a census
+print("loss", round(float(loss), 4))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore")
+def test_tracing_and_a_resized_buffer_behave_as_under_python(tmp_path: Path) -> None:
+    import subprocess
+
+    from tests.support import run_memsight, write_script
+
+    write_script(tmp_path, "hostile.py", HOSTILE)
+    plain = subprocess.run(
+        [sys.executable, "-W", "ignore", "hostile.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert plain.returncode == 0, plain.stderr
+    under = run_memsight(["--census", "every-1", "hostile.py"], tmp_path)
+    assert under.returncode == plain.returncode, under.stderr
+    assert under.stdout == plain.stdout
+    events = [e for e in under.profile().events if e.type == "census"]
+    assert len(events) >= 3  # censuses did run, around the tracing and the resizes
