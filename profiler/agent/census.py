@@ -1586,12 +1586,17 @@ class _Walker:
             self.push(value, child if child is not None else anon)
 
     def instance(self, obj: Any, tp: type, ti: _TypeInfo, ctx: _Ctx) -> None:
-        if ti.dict_get is not None and _may_hold_more(obj, tp):
+        # What it holds, as gc reads it in C: its attribute values, and what the C fields of
+        # a C type's instance hold (an lru_cache wrapper's cache).
+        held = gc.get_referents(obj)
+        if not _may_hold_more(held, tp):
+            return
+        namespace = None
+        if ti.dict_get is not None:
             try:
                 namespace = ti.dict_get(obj)
             except Exception as exc:
                 _reraise_foreign(exc)
-                namespace = None
             if namespace is not None and issubclass(type(namespace), dict):
                 self.attributes(list(dict.items(namespace)), ti, ctx)
         for name, get, named in ti.slots:
@@ -1605,6 +1610,11 @@ class _Walker:
                 self.push(value, child if child is not None else ctx.anonymous())
         if ti.user and id(tp) not in self.visited:
             self.push(tp, ctx)  # its class attributes
+        # The rest, unnamed: what no attribute or slot holds (C fields).
+        anon = ctx.anonymous()
+        for value in held:
+            if value is not namespace and not issubclass(type(value), type):
+                self.push(value, anon)
 
     def attributes(self, items: List[Tuple[Any, Any]], ti: _TypeInfo, ctx: _Ctx) -> None:
         visited = self.visited
@@ -2232,11 +2242,11 @@ class _Bitmap:
         return len(self.pages) * (512 + 57 + 100) + 60 * len(self.before)
 
 
-def _may_hold_more(obj: Any, tp: type) -> bool:
-    """Whether an instance's attributes may lead to a tensor, seen through gc (its values,
-    unnamed, read in C): reading its __dict__ makes CPython 3.11+ create one for an instance
-    that had its attributes inline, so that is done only for instances worth naming."""
-    for value in gc.get_referents(obj):
+def _may_hold_more(held: List[Any], tp: type) -> bool:
+    """Whether what an instance holds (gc's referents: its values, unnamed, read in C) may lead
+    to a tensor: reading its __dict__ makes CPython 3.11+ create one for an instance that had
+    its attributes inline, so that is done only for instances worth naming."""
+    for value in held:
         if value is tp or not _is_tracked(value):
             continue
         if id(type(value)) in _PLAIN_SEQUENCES and _leaf(value):

@@ -9,6 +9,7 @@ the census may do between two readings is then a count, the same on a busy machi
 
 from __future__ import annotations
 
+import functools
 import gc
 import signal
 import sys
@@ -680,3 +681,17 @@ def test_tracing_and_a_resized_buffer_behave_as_under_python(tmp_path: Path) -> 
     assert under.stdout == plain.stdout
     events = [e for e in under.profile().events if e.type == "census"]
     assert len(events) >= 3  # censuses did run, around the tracing and the resizes
+
+
+@functools.lru_cache(maxsize=None)
+def cached_features(n: int) -> torch.Tensor:
+    return floats(n)
+
+
+def test_tensors_an_lru_cache_keeps_are_named_by_the_cached_function() -> None:
+    cached_features.cache_clear()
+    for n in (10, 20, 30):
+        cached_features(n)
+    c = take_census(torch, max_seconds=FULL)
+    assert holder(c, ":cached_features")["bytes"] == 4 * 60
+    cached_features.cache_clear()
