@@ -201,7 +201,7 @@ class CensusSchedule:
             if raised_by_the_script(exc):
                 # A signal handler's (a per-step timeout): the script's own exception, shown
                 # from the handler on, without the census' frames between.
-                raise exc.with_traceback(scripts_part(exc.__traceback__))
+                raise exc.with_traceback(scripts_part(exc.__traceback__))  # noqa: B904 (itself)
             self.agent.error("census", exc)
             return
         finally:

@@ -683,7 +683,7 @@ def test_tracing_and_a_resized_buffer_behave_as_under_python(tmp_path: Path) -> 
     assert len(events) >= 3  # censuses did run, around the tracing and the resizes
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def cached_features(n: int) -> torch.Tensor:
     return floats(n)
 
