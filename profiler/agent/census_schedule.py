@@ -17,9 +17,9 @@ a torch function or dispatch mode is active (census.unsafe_because): it waits fo
 iteration.
 
 A program with no iterations at all (tensor code without a module or an optimizer) gets its
-censuses on the clock instead, from the agent's thread (on_clock): at CLOCK_FIRST_S seconds
-of the run and then at doubling times ("auto"), or every N seconds ("every-N"), with the same
-budget, marked `iterations_are: "time"`.
+censuses on the clock instead, from the agent's thread (on_clock): CLOCK_FIRST_S seconds after
+torch's import and then at doubling times ("auto"), or every N seconds ("every-N"), with the
+same budget, marked `iterations_are: "time"`.
 
 The budget lets a second census start whatever the first cost: one census compares with
 nothing, and a short loop whose first census was slow would otherwise never name a holder.
@@ -75,7 +75,10 @@ class CensusSchedule:
         self._at = (OPTIMIZER_STEPS, 0)  # the last iteration boundary: kind, index
         self._errors = 0
         self._progress: Optional[Any] = None  # census.CensusProgress of a census in slices
-        self._clock_next = CLOCK_FIRST_S  # seconds of the run
+        # Seconds since torch's import (this schedule's start): the import itself, often
+        # seconds, is no time to take censuses in.
+        self._clock_started = time.monotonic()
+        self._clock_next = CLOCK_FIRST_S
         self._clock_taken = 0
         # The script's threads take censuses at iterations, the agent's on the clock.
         self._busy = threading.Lock()
@@ -89,7 +92,7 @@ class CensusSchedule:
         no iteration (yet)."""
         if self.every is None or self._rank < len(_RANK):
             return
-        elapsed = time.monotonic() - self._started
+        elapsed = time.monotonic() - self._clock_started
         if self._progress is None and elapsed < self._clock_next:
             return
         if not self._busy.acquire(blocking=False):

@@ -680,7 +680,8 @@ def test_tracing_and_a_resized_buffer_behave_as_under_python(tmp_path: Path) -> 
     assert under.returncode == plain.returncode, under.stderr
     assert under.stdout == plain.stdout
     events = [e for e in under.profile().events if e.type == "census"]
-    assert len(events) >= 3  # censuses did run, around the tracing and the resizes
+    # Censuses did run at iterations (the first two whatever the budget).
+    assert len([e for e in events if e.data["iterations_are"] != "time"]) >= 2
 
 
 @functools.cache

@@ -85,7 +85,7 @@ def test_a_program_without_iterations_gets_censuses_on_the_clock(
 ) -> None:
     now = [1000.0]
     monkeypatch.setattr(census_schedule.time, "monotonic", lambda: now[0])
-    agent = Agent()
+    agent = Agent()  # torch imported at 1000 s
     agent.started = 1000.0  # type: ignore[attr-defined]
     schedule = CensusSchedule(agent, torch, "auto")
     seen = []
@@ -93,7 +93,7 @@ def test_a_program_without_iterations_gets_censuses_on_the_clock(
         now[0] = 1000.0 + second
         schedule.on_clock()
         seen.append(len(taken(agent)))
-    # At 2 s of the run, then at doubling times: 4, 8, 16, 32.
+    # 2 s after torch's import, then at doubling times: 4, 8, 16, 32.
     assert [s for s in range(40) if seen[s] > (seen[s - 1] if s else 0)] == [2, 4, 8, 16, 32]
     assert all(e["iterations_are"] == "time" for e in agent.events if e["type"] == "census")
     # Once iterations are seen, the clock takes no more.
