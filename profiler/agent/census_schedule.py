@@ -83,9 +83,12 @@ class CensusSchedule:
         # The script's threads take censuses at iterations, the agent's on the clock.
         self._busy = threading.Lock()
 
-    def _over_budget(self, share: float) -> bool:
-        """Censuses so far took more than `share` of the run (the first two always may)."""
-        return self.taken >= 2 and self._spent > share * (time.monotonic() - self._started)
+    def _over_budget(self, share: float, starting: bool = True) -> bool:
+        """Censuses so far took more than `share` of the run. The first two may start whatever
+        that says (`starting`), but every slice of a census in slices keeps to it."""
+        if starting and self.taken < 2:
+            return False
+        return self._spent > share * (time.monotonic() - self._started)
 
     def on_clock(self) -> None:
         """The agent's thread, now and then: a census on the clock where the program has shown
@@ -101,7 +104,7 @@ class CensusSchedule:
             if self._rank < len(_RANK):
                 return  # iterations began meanwhile
             if self._progress is not None:
-                if not self._over_budget(SLICES_SHARE):
+                if not self._over_budget(SLICES_SHARE, starting=False):
                     index = self._clock_taken + 1
                     self._take(ON_THE_CLOCK, index, progress=self._progress, clock=True)
                 return
@@ -149,7 +152,7 @@ class CensusSchedule:
 
     def _go_on(self, kind: str, index: int) -> None:
         """The next slice of the census in slices, if the budget and the moment allow."""
-        if self._over_budget(SLICES_SHARE):
+        if self._over_budget(SLICES_SHARE, starting=False):
             self.skipped += 1
             return
         from .census import safe_to_run
@@ -183,7 +186,7 @@ class CensusSchedule:
 
         if progress is None and traceback is None:
             progress = CensusProgress()  # an error's census is taken whole, in one pause
-        began = time.perf_counter()
+        began = time.thread_time() if clock else time.perf_counter()
         try:
             # What the roots hold, not every tensor gc tracks: listing those (to count what no
             # root reaches) costs ~80 ms in any process that imported torch, which alone would
@@ -191,6 +194,9 @@ class CensusSchedule:
             census = take_census(
                 self.torch,
                 max_seconds=MAX_PAUSE_S,
+                # From the agent's thread the script is not paused, only while the census
+                # holds the GIL: its own CPU time is the pause.
+                thread_time=clock,
                 find_unreached=False,
                 traceback=traceback,
                 progress=progress,
@@ -208,7 +214,7 @@ class CensusSchedule:
             self.agent.error("census", exc)
             return
         finally:
-            self._spent += time.perf_counter() - began
+            self._spent += (time.thread_time() if clock else time.perf_counter()) - began
         if progress is not None:
             if data["cost"].get("continues"):
                 self._progress = progress  # sent once whole

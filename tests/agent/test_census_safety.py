@@ -696,3 +696,23 @@ def test_tensors_an_lru_cache_keeps_are_named_by_the_cached_function() -> None:
     c = take_census(torch, max_seconds=FULL)
     assert holder(c, ":cached_features")["bytes"] == 4 * 60
     cached_features.cache_clear()
+
+
+def batches_keeping_a_window() -> Iterator[int]:
+    window: list[torch.Tensor] = []
+    for i in range(100):
+        window.append(floats(25))  # kept by the suspended generator's local
+        yield i
+
+
+def test_a_suspended_generators_locals_are_named_though_only_a_loop_holds_it() -> None:
+    seen = None
+    for i in batches_keeping_a_window():  # the generator is on this frame's value stack only
+        if i == 3:
+            seen = take_census(torch, max_seconds=FULL)
+            break
+    assert seen is not None and not seen.partial, seen.cost
+    assert holder(seen, ":batches_keeping_a_window:" + str(FIRST_LINE) + ":window")["bytes"] == 400
+
+
+FIRST_LINE = batches_keeping_a_window.__code__.co_firstlineno
