@@ -394,6 +394,7 @@ def _add_slice(cost: Dict[str, Any], progress: CensusProgress, unfinished: bool)
     progress.wall_us += cost["wall_us"]
     progress.cpu_us += cost["cpu_us"]
     progress.max_pause_us = max(progress.max_pause_us, cost["wall_us"])
+    cost["pause_us"] = cost["wall_us"]  # this slice's own
     progress.objects += cost["objects"]
     progress.errors += cost["errors"]
     continues = unfinished and progress.slices < MAX_SLICES

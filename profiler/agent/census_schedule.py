@@ -8,7 +8,8 @@ the lower ones no longer trigger censuses.
 
 "auto": at iterations 5, 10, 20, 40, ... (doubling: a long run gets a few censuses, spread over
 it), "every-N": every N iterations, "never": none. Either way a census waits (to a later
-iteration) while censuses so far have taken more than BUDGET_SHARE of the run's wall time.
+iteration) while censuses so far have taken more than BUDGET_SHARE of the run's wall time
+(and more than BUDGET_FLOOR_S in all).
 One pause lasts at most MAX_PAUSE_S: a census that needs longer (a heap of millions of
 objects) goes on from where it stopped at the next iterations, one slice each, as long as
 censuses so far have taken at most SLICES_SHARE of the run, and is sent once whole
@@ -46,6 +47,9 @@ CLOCK_FIRST_S = 2.0
 FIRST = 5
 BUDGET_SHARE = 0.005
 SLICES_SHARE = 0.01  # a census in slices goes on while censuses have taken at most this
+# Early in a run the shares allow next to nothing: censuses may always take this much in all
+# (a short loop of a few seconds gets its censuses; a long run is held to its shares).
+BUDGET_FLOOR_S = 0.05
 MAX_PAUSE_S = 0.2
 MAX_ERROR_CENSUSES = 3
 
@@ -88,7 +92,8 @@ class CensusSchedule:
         that says (`starting`), but every slice of a census in slices keeps to it."""
         if starting and self.taken < 2:
             return False
-        return self._spent > share * (time.monotonic() - self._started)
+        allowed = max(share * (time.monotonic() - self._started), BUDGET_FLOOR_S)
+        return self._spent > allowed
 
     def on_clock(self) -> None:
         """The agent's thread, now and then: a census on the clock where the program has shown
@@ -186,6 +191,10 @@ class CensusSchedule:
 
         if progress is None and traceback is None:
             progress = CensusProgress()  # an error's census is taken whole, in one pause
+        census = None
+        # What the census costs the script: its own pause (or, from the agent's thread, its
+        # CPU time), not the collection that the allocations it made while the collector was
+        # off may set off right after: that one would have come a little later anyway.
         began = time.thread_time() if clock else time.perf_counter()
         try:
             # What the roots hold, not every tensor gc tracks: listing those (to count what no
@@ -214,7 +223,11 @@ class CensusSchedule:
             self.agent.error("census", exc)
             return
         finally:
-            self._spent += (time.thread_time() if clock else time.perf_counter()) - began
+            spent = (time.thread_time() if clock else time.perf_counter()) - began
+            if census is not None:
+                cost = census.cost
+                spent = (cost["cpu_us"] if clock else cost.get("pause_us", cost["wall_us"])) / 1e6
+            self._spent += spent
         if progress is not None:
             if data["cost"].get("continues"):
                 self._progress = progress  # sent once whole

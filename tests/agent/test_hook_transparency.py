@@ -23,7 +23,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from profiler.agent.instrument import Instrumentation
-from tests.agent.test_instrument_unit import CollectingAgent
+from tests.agent.collecting_agent import CollectingAgent
 from tests.support import run_memsight, run_plain, write_script
 
 
