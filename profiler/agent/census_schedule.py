@@ -51,6 +51,8 @@ SLICES_SHARE = 0.01  # a census in slices goes on while censuses have taken at m
 # (a short loop of a few seconds gets its censuses; a long run is held to its shares).
 BUDGET_FLOOR_S = 0.05
 MAX_PAUSE_S = 0.2
+# The walk stops this much before MAX_PAUSE_S: the census' result and its release come after it.
+END_MARGIN_S = 0.005
 MAX_ERROR_CENSUSES = 3
 
 
@@ -202,7 +204,7 @@ class CensusSchedule:
             # spend a short run's whole budget.
             census = take_census(
                 self.torch,
-                max_seconds=MAX_PAUSE_S,
+                max_seconds=MAX_PAUSE_S - END_MARGIN_S,
                 # From the agent's thread the script is not paused, only while the census
                 # holds the GIL: its own CPU time is the pause.
                 thread_time=clock,
