@@ -88,7 +88,6 @@ SET_MAX = 150_000
 # it stops (stopped_by "memory").
 MEMORY_FLOOR = 16 * 2**20
 MEMORY_SHARE = 0.01
-SWITCH_INTERVAL_S = 0.05  # the GIL's switch interval during a census (Python's default: 5 ms)
 
 # Every file of memsight (agent, protocol, units): its frames and modules are not the user's.
 _OWN_DIR = OWN_DIR + os.sep
@@ -368,15 +367,10 @@ def take_census(
     # every object again, and run finalizers (the user's __del__) in the middle of the walk.
     collecting = gc.isenabled()
     gc.disable()
-    # The census holds the GIL for its pause rather than hand it to each busy thread of the
-    # script every 5 ms: with five of them, a 3 ms census took up to 1.5 s of wall time.
-    switch = sys.getswitchinterval()
-    sys.setswitchinterval(max(switch, SWITCH_INTERVAL_S))
     try:
         walker.run(skip_frames, exclude_threads)
         census = walker.result(max_holders)
     finally:
-        sys.setswitchinterval(switch)
         if collecting:
             gc.enable()
         walker.release()
@@ -788,7 +782,7 @@ class _Walker:
         # Locals snapshots this census made on running function frames (Python < 3.13):
         # emptied at its end, so that no reference to a local outlives it.
         self.snapshots: List[Tuple[Any, Dict[Any, Any]]] = []
-        self.memory_cap = MEMORY_FLOOR + int(MEMORY_SHARE * _rss())
+        self.memory_cap = MEMORY_FLOOR + int(MEMORY_SHARE * _rss())  # of the peak RSS
         self.ranges = _Ranges()  # the address ranges of the storages counted so far
         self.generator_codes: List[types.CodeType] = []  # of the user's generator functions
         self.file_maps: Optional[Tuple[List[int], List[int]]] = None
@@ -2271,11 +2265,14 @@ def _reraise_foreign(exc: BaseException) -> None:
 
 
 def _rss() -> int:
-    """The process' resident set, in bytes (0 where /proc is not there)."""
+    """The process' peak resident set, in bytes (0 where it cannot be read). From getrusage,
+    not a file: reading one lets go of the GIL, and with busy threads in the script getting it
+    back can take a while."""
     try:
-        with open("/proc/self/statm", "rb") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
+        import resource
+
+        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+    except (ImportError, OSError, ValueError):
         return 0
 
 

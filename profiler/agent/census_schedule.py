@@ -56,6 +56,17 @@ END_MARGIN_S = 0.005
 MAX_ERROR_CENSUSES = 3
 
 
+def warm_up() -> None:
+    """What the first census would otherwise load inside its pause (the census module, the
+    interpreter's folders, `resource`): imports read files, and a read lets go of the GIL,
+    which busy threads of the script may then keep for a long while. Done at torch's import."""
+    from ..codefiles import installation_dirs
+    from . import census
+
+    installation_dirs()
+    census._rss()
+
+
 def every_from_mode(mode: str) -> Optional[int]:
     """N for "every-N", 0 for "auto", None for "never" (or anything unreadable)."""
     if mode == "auto":
@@ -88,6 +99,8 @@ class CensusSchedule:
         self._clock_taken = 0
         # The script's threads take censuses at iterations, the agent's on the clock.
         self._busy = threading.Lock()
+        if self.every is not None:
+            warm_up()
 
     def _over_budget(self, share: float, starting: bool = True) -> bool:
         """Censuses so far took more than `share` of the run. The first two may start whatever
