@@ -955,7 +955,7 @@ class _Walker:
             info = self.infos[id(t)] = self.info(t)
             self.tensors.append(t)
         base = ctx.base
-        h = self.carried(base) if self.carrying else base.holder or self.holder_for(base)
+        h = self.holder_of(base)
         if not self.claim(info, h):
             return  # read by an earlier slice: this item is being read again
         h.count += 1
@@ -1072,10 +1072,15 @@ class _Walker:
         if key not in self.storages:
             self.storages[key] = (nbytes, dev, "storage")
         base = ctx.base
-        h = self.carried(base) if self.carrying else base.holder or self.holder_for(base)
+        h = self.holder_of(base)
         if self.claim((key, nbytes, dev, "storage"), h):
             h.count += 1
             h.devices.add(dev)
+
+    def holder_of(self, base: _Ctx) -> _Holder:
+        """The holder base counts under: among those a census in slices carries while it
+        reads collections, else this census' own."""
+        return self.carried(base) if self.carrying else base.holder or self.holder_for(base)
 
     def carried(self, base: _Ctx) -> _Holder:
         """The holder, among those a census in slices carries, that base counts under."""
