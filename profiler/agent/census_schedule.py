@@ -41,7 +41,8 @@ OPTIMIZER_STEPS, BACKWARD_PASSES, FORWARD_PASSES = (
     "backward passes",
     "forward passes",
 )
-_RANK = {OPTIMIZER_STEPS: 0, BACKWARD_PASSES: 1, FORWARD_PASSES: 2}
+# The kinds of iterations, best first: once a better kind was seen, the others no longer count.
+ITERATION_RANK = {OPTIMIZER_STEPS: 0, BACKWARD_PASSES: 1, FORWARD_PASSES: 2}
 ON_THE_CLOCK = "time"  # a census taken on the clock: `iteration` counts those censuses
 CLOCK_FIRST_S = 2.0
 FIRST = 5
@@ -85,7 +86,7 @@ class CensusSchedule:
         # torch's import.
         self._started = float(getattr(agent, "started", time.monotonic()))
         self._spent = 0.0
-        self._rank = len(_RANK)  # the best kind of iteration seen so far
+        self._rank = len(ITERATION_RANK)  # the best kind of iteration seen so far
         self._next: Dict[str, int] = {}
         self.taken = 0
         self.skipped = 0
@@ -113,7 +114,7 @@ class CensusSchedule:
     def on_clock(self) -> None:
         """The agent's thread, now and then: a census on the clock where the program has shown
         no iteration (yet)."""
-        if self.every is None or self._rank < len(_RANK):
+        if self.every is None or self._rank < len(ITERATION_RANK):
             return
         elapsed = time.monotonic() - self._clock_started
         if self._progress is None and elapsed < self._clock_next:
@@ -121,7 +122,7 @@ class CensusSchedule:
         if not self._busy.acquire(blocking=False):
             return
         try:
-            if self._rank < len(_RANK):
+            if self._rank < len(ITERATION_RANK):
                 return  # iterations began meanwhile
             if self._progress is not None:
                 if not self._over_budget(SLICES_SHARE, starting=False):
@@ -141,7 +142,7 @@ class CensusSchedule:
         """Iteration `index` (1-based) of `kind` just ended (or, for forwards, begins)."""
         if self.every is None:
             return
-        rank = _RANK[kind]
+        rank = ITERATION_RANK[kind]
         if rank > self._rank:
             return
         self._rank = rank

@@ -83,6 +83,8 @@ class Agent(Outbox):
         self._heap: Any = None  # heap.HeapReader once torch is imported, where there is one
         self._dist_known = False  # torch.distributed's rank was reported (dist_init)
         self._dist_next = 0.0
+        self._ended = False  # script_end was sent
+        self._uncaught_reported = False
         # The allocator's history, snapshots and block list (agent/snapshots.py).
         self.snapshots = CudaSnapshots(self, max(cuda_history, 0), snapshot_dir)
         self._sock = socket.create_connection((host, port), timeout=10)
@@ -114,7 +116,65 @@ class Agent(Outbox):
 
         # Registered before any of the script's handlers, so it runs after all of them.
         atexit.register(self._at_exit)
+        self._watch_the_end()
         self._send_before_os_exit()
+
+    def _watch_the_end(self) -> None:
+        """Mark the end of the script as an event (script_end), so that no rule mistakes the
+        interpreter's teardown for part of the run.
+
+        threading's exit callbacks are the first thing the interpreter runs once the main
+        module returned, raised or called sys.exit, before it joins the script's non-daemon
+        threads. Where such threads still run, the program is not done: the mark waits for
+        them, in an atexit handler registered now, so that it runs before every other one.
+        Then come the script's atexit handlers and the teardown of its modules, which frees
+        what they held, for seconds on a busy machine.
+        """
+        register = getattr(threading, "_register_atexit", None)  # Python 3.9+
+        if register is None:
+            return
+        with contextlib.suppress(Exception):
+            register(self._main_finished)
+
+    def _main_finished(self) -> None:
+        if self._closed or os.getpid() != self.pid:
+            return
+        self._report_uncaught()
+        others = [
+            thread
+            for thread in threading.enumerate()
+            if not thread.daemon and thread is not threading.current_thread()
+        ]
+        if others:
+            import atexit
+
+            atexit.register(self._mark_end)
+        else:
+            self._mark_end()
+
+    def _mark_end(self) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        exc = self._uncaught()
+        self.event("script_end", uncaught=exc is not None)
+
+    @staticmethod
+    def _uncaught() -> Optional[BaseException]:
+        """The exception that ended the script, once Python printed it (sys.last_exc is set
+        before the interpreter starts to finish), unless it is SystemExit."""
+        exc = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+        if isinstance(exc, BaseException) and not isinstance(exc, SystemExit):
+            return exc
+        return None
+
+    def _report_uncaught(self) -> None:
+        if self._uncaught_reported:
+            return
+        exc = self._uncaught()
+        if exc is not None:
+            self._uncaught_reported = True
+            self.report_exception(exc, where="uncaught", uncaught=True)
 
     def _send_before_os_exit(self) -> None:
         """os._exit() skips atexit: what the agent holds is sent first (DDP scripts end with
@@ -123,6 +183,8 @@ class Agent(Outbox):
 
         def _exit(status: int) -> NoReturn:
             with contextlib.suppress(Exception):
+                if os.getpid() == self.pid:
+                    self._mark_end()
                 self.close()
             os_exit(status)
 
@@ -136,9 +198,8 @@ class Agent(Outbox):
         runs the atexit handlers, so the error that ends the run is known here without a
         sys.excepthook of ours.
         """
-        exc = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
-        if isinstance(exc, BaseException) and not isinstance(exc, SystemExit):
-            self.report_exception(exc, where="uncaught", uncaught=True)
+        self._report_uncaught()
+        self._mark_end()
         self.close()
 
     # -- API used from the target's threads -------------------------------------------------

@@ -24,10 +24,18 @@ from typing import Any, Optional, Tuple
 
 READ_EVERY_S = 0.05
 MAX_SHARE = 0.01  # of one core: reads come further apart when one costs more than 1 ms
-# Readings between iterations (the optimizer step hook), at most this often. They cost the
-# training thread itself (~125 us with 180 MiB of heap, 0.13 % of its time at this pace),
-# where the agent thread's readings run beside it with the GIL released.
-BOUNDARY_EVERY_S = 0.1
+# Readings between iterations are paced by iterations and by their cost, never by the clock:
+# each iteration's end is read while the readings so far cost the loop's thread at most
+# BOUNDARY_SHARE of the time since the first iteration ended (plus BOUNDARY_FLOOR_S in all,
+# so a short loop has every iteration read). A reading costs ~100 us with a few hundred MiB
+# of heap: a 20 ms step is read every time, a 1 ms step about every 20th. On a busy machine
+# iterations take longer and the readings per iteration do not fall, where a pace in seconds
+# left a 20 ms/step loop with one reading in five steps and too few for a verdict.
+BOUNDARY_SHARE = 0.005
+BOUNDARY_FLOOR_S = 0.005
+# While iterations end at least this often, the periodic readings wait: those between
+# iterations tell more.
+PERIODIC_WAITS_S = 0.1
 
 _FIELDS = (
     "arena",
@@ -49,8 +57,10 @@ class HeapReader:
     def __init__(self, mallinfo2: Any) -> None:
         self._mallinfo2 = mallinfo2
         self.next_at = 0.0  # when the agent thread's periodic reading is due
-        self._boundary_at = 0.0  # when the next reading between iterations may be taken
         self._boundary_seen_at = -1.0  # the last time an iteration ended, read or not
+        self._first_boundary_at: Optional[float] = None
+        self._boundary_spent = 0.0  # CPU seconds the readings between iterations took
+        self._boundary_cost = 0.0  # the last one's
 
     @classmethod
     def open(cls) -> Optional["HeapReader"]:
@@ -79,14 +89,14 @@ class HeapReader:
 
         Live bytes read between iterations hold no iteration's temporaries, so a steady growth
         of kept tensors shows plainly in them, where the periodic readings catch temporaries at
-        random. So while iterations end less than BOUNDARY_EVERY_S apart, the readings are
-        left to boundary_row: fewer readings than the periodic ones, each telling more, and
-        enough of them for a line even in a loop of a few seconds.
+        random. So while iterations end less than PERIODIC_WAITS_S apart, the readings are
+        left to boundary_row: each telling more, and enough of them for a line even in a loop
+        of a few seconds.
         """
         if now < self.next_at:
             return False
-        if now - self._boundary_seen_at < BOUNDARY_EVERY_S:
-            self.next_at = self._boundary_seen_at + BOUNDARY_EVERY_S
+        if now - self._boundary_seen_at < PERIODIC_WAITS_S:
+            self.next_at = self._boundary_seen_at + PERIODIC_WAITS_S
             return False
         return True
 
@@ -97,14 +107,18 @@ class HeapReader:
         return t, in_use, free, 0
 
     def boundary_row(self) -> Optional[Tuple[int, int, int, int]]:
-        """(t, in_use, free, 1) between iterations (the optimizer step hook), or None when the
-        last one was too recent. Each is read while iterations end further apart than
-        BOUNDARY_EVERY_S; the periodic readings fill the time between them."""
+        """(t, in_use, free, 1) between iterations (an iteration just ended), or None where
+        the readings so far have used their share of the loop's time (BOUNDARY_SHARE)."""
         now = self._boundary_seen_at = time.monotonic()
-        if now < self._boundary_at:
+        first = self._first_boundary_at
+        if first is None:
+            first = self._first_boundary_at = now
+        allowed = BOUNDARY_FLOOR_S + BOUNDARY_SHARE * (now - first)
+        if self._boundary_spent + self._boundary_cost > allowed:
             return None
         t, in_use, free, cost = self._timed()
-        self._boundary_at = time.monotonic() + max(BOUNDARY_EVERY_S, cost / MAX_SHARE)
+        self._boundary_spent += cost
+        self._boundary_cost = cost
         return t, in_use, free, 1
 
     def _timed(self) -> Tuple[int, int, int, float]:

@@ -93,7 +93,13 @@ from ..protocol import (
     SPAN_TABLE,
     STEP_TABLE,
 )
-from .census_schedule import BACKWARD_PASSES, FORWARD_PASSES, OPTIMIZER_STEPS, CensusSchedule
+from .census_schedule import (
+    BACKWARD_PASSES,
+    FORWARD_PASSES,
+    ITERATION_RANK,
+    OPTIMIZER_STEPS,
+    CensusSchedule,
+)
 
 MAX_CALL_SITES = 256  # distinct (module class, calling line) pairs recorded per run
 DISCOVERY_FORWARDS = 3  # root forwards without a new root before discovery ends
@@ -187,6 +193,7 @@ class Instrumentation:
         self._reader = _Reader(torch)
         self._queue_callback = _engine_queue_callback(torch)
         self._backwards = 0
+        self._iteration_rank = len(ITERATION_RANK)  # the best kind of iteration seen so far
         # Reads the C heap between iterations (the agent's; a stand-in agent may lack it).
         self._heap_between_iterations: Optional[Callable[[], None]] = getattr(
             agent, "heap_between_iterations", None
@@ -368,7 +375,7 @@ class Instrumentation:
             self._outermost_forwards += 1
             if grad:
                 self._note_call_site(module)
-            self.censuses.at_boundary(FORWARD_PASSES, self._outermost_forwards)
+            self._iteration_ended(FORWARD_PASSES, self._outermost_forwards)
         # The module's training flag as nn.Module stores it, never through a property of its
         # class (unknown: counted as training, nn.Module's default).
         training = self._reader.attribute(module, "training", None) is not False
@@ -510,7 +517,7 @@ class Instrumentation:
         if self.phase == "backward":
             self.phase = None
         self._backwards += 1
-        self.censuses.at_boundary(BACKWARD_PASSES, self._backwards)
+        self._iteration_ended(BACKWARD_PASSES, self._backwards)
 
     # -- optimizer steps ----------------------------------------------------------------------
 
@@ -586,9 +593,19 @@ class Instrumentation:
             self._stop_discovery()
         elif end >= self._next_discovery:
             self._start_discovery()
-        if self._heap_between_iterations is not None:
-            self._heap_between_iterations()
-        self.censuses.at_boundary(OPTIMIZER_STEPS, self.steps)
+        self._iteration_ended(OPTIMIZER_STEPS, self.steps)
+
+    def _iteration_ended(self, kind: str, index: int) -> None:
+        """An iteration of `kind` ended (for forwards: the next one begins). The loop's
+        iterations are its optimizer steps, else its backward passes, else its outermost
+        forwards (as series.py counts them): the C heap is read at the best kind seen so far,
+        paced per iteration (heap.py), and the census schedule decides on a census."""
+        rank = ITERATION_RANK[kind]
+        if rank <= self._iteration_rank:
+            self._iteration_rank = rank
+            if self._heap_between_iterations is not None:
+                self._heap_between_iterations()
+        self.censuses.at_boundary(kind, index)
 
     def _step_memory(
         self, optimizer: Any, end: int, detail: bool, rss_due: bool

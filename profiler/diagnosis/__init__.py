@@ -17,6 +17,7 @@ from profiler.diagnosis.finding import Evidence, Finding, Location
 from profiler.diagnosis.fixes import Fix, RunContext, choose_fixes, get_fix, get_fixes, run_context
 from profiler.diagnosis.job import with_other_ranks
 from profiler.diagnosis.rules import ALL_RULES, JOB_RULES
+from profiler.diagnosis.span import up_to_script_end
 from profiler.profile.model import Profile
 from profiler.profile.processes import ProcessInfo, job_processes
 
@@ -54,7 +55,9 @@ def diagnose(profile: Profile, config: DiagnosisConfig = DEFAULT_CONFIG) -> Diag
     spawned processes; profile/processes.py) each other process on its own, its findings
     marked with it (Finding.process)."""
     result = Diagnosis()
-    views = job_processes(profile)
+    # Each process is judged up to its script's end: the interpreter's teardown after it
+    # frees memory in a drop that is never part of the run (span.py).
+    views = [up_to_script_end(view) for view in job_processes(profile)]
     for view in views:
         _diagnose_process(view, config, result, view.process if len(views) > 1 else None)
     if len(views) > 1:

@@ -56,6 +56,13 @@ class ColumnStore:
         store._n = self._n
         return store
 
+    def prefix(self, rows: int) -> ColumnStore:
+        """A store sharing the first `rows` rows (views, no copy); appending to it copies."""
+        store = self.frozen()
+        store._n = max(0, min(rows, self._n))
+        store._cols = {name: col[: store._n] for name, col in store._cols.items()}
+        return store
+
     def append(self, block: Mapping[str, npt.ArrayLike], rows: int) -> None:
         """Append `rows` rows; `block` holds one array (or scalar) per column."""
         if rows <= 0:

@@ -62,6 +62,18 @@ class SampleTable:
         table._store = self._store.frozen()
         return table
 
+    def until(self, end: float) -> SampleTable:
+        """The rows at or before time `end`: this table itself when none is later, its first
+        rows as views when the rows are in time order, else a copy of those rows."""
+        t = self.t
+        if not len(t) or bool(np.all(t <= end)):
+            return self
+        if bool(np.all(t[1:] >= t[:-1])):
+            table = SampleTable(self.name, self.column_names)
+            table._store = self._store.prefix(int(np.searchsorted(t, end, side="right")))
+            return table
+        return self.rows(t <= end)
+
     def where(self, column: str, value: int) -> SampleTable:
         """A new table with the rows whose `column` equals `value` (e.g. one device, one pid)."""
         return self.rows(self[column] == value)

@@ -285,6 +285,42 @@ def test_growth_over_time_ending_in_the_interpreter_freeing_it_all_still_fires()
     assert finding.evidence.end_s < 10.15
 
 
+def _slow_teardown(mark: bool) -> Profile:
+    """40 MiB/s kept from 2 s to 12 s, where the script ends; the interpreter's teardown
+    frees it all 0.2 s later and the process takes 2.3 s more to end (a busy machine)."""
+    p = timeline(14.5, lambda s: 40 * MiB * np.minimum(s, 10.0) * (s < 10.2))
+    if mark:
+        p.events.append(Event(12.0, "script_end", {"uncaught": False}))
+    return p
+
+
+def test_a_slow_teardown_after_the_script_end_is_never_part_of_the_trend() -> None:
+    # Seen on a loaded machine: the flat tail after the drop counted as the run, the line
+    # failed, and the leak got no finding at all. The script's end is an event: the run is
+    # judged up to it, however long the teardown takes.
+    [finding] = [f for f in diagnose(_slow_teardown(mark=True)).findings]
+    assert finding.rule == "growth-per-iteration"
+    assert finding.evidence.numbers["bytes_per_second"] == pytest.approx(40 * MiB, rel=0.05)
+    assert finding.evidence.end_s <= 12.0
+    # Without the mark (a killed run, an older profile) only the last second is guessed at.
+    assert growth(_slow_teardown(mark=False)) == []
+
+
+def test_a_live_run_gets_no_finding_over_time_while_torch_is_importing() -> None:
+    # RAM climbs steadily for 10 s while `import torch` runs: no trend of the program's yet.
+    live = profile(ram(10.0, lambda t: 20 * MiB + 30 * MiB * t))
+    live.complete = False
+    assert diagnose(live).findings == []
+    # The same climb after torch's import, on a live run: the finished-run thresholds apply
+    # to the evidence so far, and it fires.
+    after = timeline(12.0, lambda s: 40 * MiB * s)
+    after.complete = False
+    assert [f.rule for f in diagnose(after).findings] == ["growth-per-iteration"]
+    # A finished run that never imported torch is judged from its start.
+    finished = profile(ram(12.0, lambda t: 20 * MiB + 30 * MiB * t))
+    assert growth(finished) == ["time"]
+
+
 def test_growth_over_time_with_a_sawtooth_of_temporaries_on_top_still_fires() -> None:
     # each chunk of work makes 200 MiB of temporaries for 0.3 s, and keeps 8 MiB
     p = timeline(30.0, lambda s: 16 * MiB * s + 200 * MiB * ((s % 0.5) < 0.3))

@@ -40,3 +40,20 @@ def test_scalars_fill_a_column_and_empty_appends_change_nothing() -> None:
     store.append({"i": [], "f": []}, 0)
     assert store.column("i").tolist() == [5, 5, 5]
     assert len(store) == 3
+
+
+def test_a_table_cut_at_a_time_keeps_the_rows_up_to_it_without_copying_them() -> None:
+    from profiler.profile.model import SampleTable
+
+    table = SampleTable("ram", ["t", "rss"])
+    table.append({"t": np.arange(10.0), "rss": np.arange(10) * 100})
+    cut = table.until(4.0)
+    assert list(cut.t) == [0, 1, 2, 3, 4] and list(cut["rss"]) == [0, 100, 200, 300, 400]
+    assert np.shares_memory(cut["rss"], table["rss"])  # a view: a long run is not copied
+    assert table.until(9.0) is table and len(table.until(-1.0)) == 0
+    table.append({"t": np.array([10.0]), "rss": np.array([1])})
+    assert len(cut) == 5  # later rows of the table do not show in the cut
+    # Rows out of time order (spans end after the ones they contain): those at or before.
+    spans = SampleTable("spans", ["t", "end"])
+    spans.append({"t": np.array([3.0, 1.0, 5.0, 2.0]), "end": np.array([4.0, 6.0, 7.0, 3.0])})
+    assert list(spans.until(3.0).t) == [3.0, 1.0, 2.0]

@@ -48,6 +48,7 @@ from profiler.diagnosis.signals import (
     live_levels,
     sampled_series,
 )
+from profiler.diagnosis.span import script_end, trend_start
 from profiler.profile.model import Profile
 from profiler.profile.series import BACKWARD_PASSES, FORWARD_PASSES, iterations
 from profiler.units import format_bytes, format_duration
@@ -429,10 +430,12 @@ def _live_text(place: str, climb: str, ram_rise: float) -> str:
 
 
 def _over_time(profile: Profile, config: DiagnosisConfig) -> list[Growth | None]:
-    imported = next(profile.events_of("torch_imported"), None)
-    begin = imported.t if imported is not None else 0.0
+    begin = trend_start(profile)
+    if begin is None:
+        return []  # a live run still importing torch: its climb is not the program's yet
+    ended = script_end(profile) is not None
     return [
-        _check_over_time(profile, plot, device, t, level, begin, config)
+        _check_over_time(profile, plot, device, t, level, begin, ended, config)
         for plot, device, t, level, _peak in sampled_series(profile)
     ]
 
@@ -444,6 +447,7 @@ def _check_over_time(
     t: FloatArray,
     level: np.ndarray,
     begin: float,
+    ended: bool,
     config: DiagnosisConfig,
 ) -> Growth | None:
     after = t >= begin
@@ -464,13 +468,15 @@ def _check_over_time(
     index, floors = group_floors(which, values)
     if len(index) < slices // 2:
         return None
-    # What exiting frees is not the run: end before the first drop in the last moments.
-    last = edges[index] >= edges[-1] - config.growth_time_teardown_s
-    drops = np.flatnonzero(last[1:] & (floors[1:] < floors[:-1])) + 1
-    if len(drops):
-        index, floors = index[: drops[0]], floors[: drops[0]]
-    if len(floors) < slices // 2:
-        return None
+    if not ended:
+        # No mark of the script's end (a killed run, an older profile): what exiting frees is
+        # not the run, so end before the first drop in the last moments.
+        last = edges[index] >= edges[-1] - config.growth_time_teardown_s
+        drops = np.flatnonzero(last[1:] & (floors[1:] < floors[:-1])) + 1
+        if len(drops):
+            index, floors = index[: drops[0]], floors[: drops[0]]
+        if len(floors) < slices // 2:
+            return None
     x = (edges[index] + edges[index + 1]) / 2
     end = float(edges[index[-1] + 1])
     result = _growing(x, floors, plot, config)

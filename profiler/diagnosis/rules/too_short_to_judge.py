@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from profiler.diagnosis.config import DiagnosisConfig
 from profiler.diagnosis.finding import Evidence, Finding, Plot
 from profiler.diagnosis.signals import iteration_levels
+from profiler.diagnosis.span import finished
 from profiler.profile.model import Profile
 from profiler.profile.series import OPTIMIZER_STEPS
 from profiler.units import format_bytes
@@ -46,8 +47,7 @@ class _Unjudged:
 
 
 def check(profile: Profile, config: DiagnosisConfig) -> list[Finding]:
-    info = profile.info
-    if not profile.complete and info.exit_code is None and info.signal is None:
+    if not finished(profile):
         return []  # still running: the minimums may yet be reached
     unjudged = _growth(profile, config)
     if not unjudged:
