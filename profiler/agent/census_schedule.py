@@ -9,7 +9,8 @@ the lower ones no longer trigger censuses.
 "auto": at iterations 5, 10, 20, 40, ... (doubling: a long run gets a few censuses, spread over
 it), "every-N": every N iterations, "never": none. Either way a census waits (to a later
 iteration) while censuses so far have taken more than BUDGET_SHARE of the run's wall time
-(and more than BUDGET_FLOOR_S in all).
+(and more than BUDGET_FLOOR_S in all), a census counting its CPU time (on a busy machine its
+pauses last longer, and the run too, by the time other processes take).
 One pause lasts at most MAX_PAUSE_S: a census that needs longer (a heap of millions of
 objects) goes on from where it stopped at the next iterations, one slice each, as long as
 censuses so far have taken at most SLICES_SHARE of the run, and is sent once whole
@@ -208,10 +209,14 @@ class CensusSchedule:
         if progress is None and traceback is None:
             progress = CensusProgress()  # an error's census is taken whole, in one pause
         census = None
-        # What the census costs the script: its own pause (or, from the agent's thread, its
-        # CPU time), not the collection that the allocations it made while the collector was
-        # off may set off right after: that one would have come a little later anyway.
-        began = time.thread_time() if clock else time.perf_counter()
+        # What the census costs: its CPU time (in the loop's thread, or the agent's), not the
+        # collection that the allocations it made while the collector was off may set off
+        # right after (that one would have come a little later anyway). CPU, not the pause's
+        # wall time: on a busy machine a pause is longer by the time other processes ran, and
+        # so is the run, but a budget charged the longer pause against the same share would
+        # let a census in slices finish only much later, or not in a short loop.
+        began = time.thread_time()
+        cpu_before = progress.cpu_us if progress is not None else 0
         try:
             # What the roots hold, not every tensor gc tracks: listing those (to count what no
             # root reaches) costs ~80 ms in any process that imported torch, which alone would
@@ -239,10 +244,10 @@ class CensusSchedule:
             self.agent.error("census", exc)
             return
         finally:
-            spent = (time.thread_time() if clock else time.perf_counter()) - began
+            spent = time.thread_time() - began
             if census is not None:
-                cost = census.cost
-                spent = (cost["cpu_us"] if clock else cost.get("pause_us", cost["wall_us"])) / 1e6
+                cpu_us = census.cost["cpu_us"]  # a census in slices: the slices' sum so far
+                spent = (cpu_us - cpu_before if progress is not None else cpu_us) / 1e6
             self._spent += spent
         if progress is not None:
             if data["cost"].get("continues"):

@@ -116,6 +116,9 @@ RSS_EVERY_NS = 5_000_000
 # The same on light steps (see DETAIL_EVERY_NS), whose rows still give the level between
 # iterations fifty times a second.
 LIGHT_RSS_EVERY_NS = 20_000_000
+# ... except on the first RSS_EVERY_STEP steps, each read (~2 ms in all): a short loop of fast
+# steps has as many levels between iterations as a slow one (on a busy machine), not fewer.
+RSS_EVERY_STEP = 200
 # Steps in detail: a step whose forwards and backward are recorded as spans (and whose CUDA
 # counters are read) costs ~100-400 us in the hooks, 10-40 % of a 1 ms step. Past the first
 # DETAIL_WARMUP_STEPS, steps that come faster than DETAIL_EVERY_NS are detailed one per
@@ -567,7 +570,9 @@ class Instrumentation:
                 during = self._cleared_how(optimizer)
                 if during == CLEARED_ZERO_GRAD or self._cleared == CLEARED_NONE:
                     self._cleared = during
-            rss_due = end - self._rss_read_at >= (RSS_EVERY_NS if detail else LIGHT_RSS_EVERY_NS)
+            rss_due = self.steps <= RSS_EVERY_STEP or end - self._rss_read_at >= (
+                RSS_EVERY_NS if detail else LIGHT_RSS_EVERY_NS
+            )
             # A light step reads memory only with the RSS: mostly a row of -1s.
             memory = (
                 self._step_memory(optimizer, end, detail, rss_due)

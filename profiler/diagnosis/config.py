@@ -115,8 +115,9 @@ class DiagnosisConfig:
     growth_time_warmup_min_s: float = 1.0
     growth_time_slices: int = 50
     growth_time_min_r2: float = 0.9
-    # ... ending before the first slice within the run's last growth_time_teardown_s that is
-    # lower than the one before: exiting frees what the script kept just before the end.
+    # ... ending at the script's end (span.py). Only without that mark (a killed run, an older
+    # profile): ending before the first slice within the run's last growth_time_teardown_s
+    # that is lower than the one before, since exiting frees what the script kept.
     growth_time_teardown_s: float = 1.0
     # inference-without-no-grad: the memory one batch's forwards raised above the level before
     # them (less what the same modules' forwards under no_grad raised), at its largest, is the

@@ -114,3 +114,32 @@ def test_every_n_on_the_clock_is_every_n_seconds(monkeypatch: pytest.MonkeyPatch
         now[0] = tenth / 10
         schedule.on_clock()
     assert [e["iteration"] for e in agent.events if e["type"] == "census"] == [1, 2, 3, 4]
+
+
+def test_a_census_is_charged_its_cpu_time_not_its_pause_on_a_busy_machine() -> None:
+    # Another thread of the script keeps the interpreter busy: the census' pause is longer by
+    # the time that thread ran, its own work is not. The budget counts the work, so a busy
+    # machine does not hold back the next census (or a census' next slice) for longer.
+    import threading
+
+    agent = Agent()
+    schedule = CensusSchedule(agent, torch, "every-1")
+    stop = threading.Event()
+
+    def busy() -> None:
+        while not stop.is_set():
+            pass
+
+    thread = threading.Thread(target=busy)
+    thread.start()
+    try:
+        kept = [torch.ones(10) for _ in range(20_000)]  # a census of some tens of milliseconds
+        schedule.at_boundary(OPTIMIZER_STEPS, 1)
+    finally:
+        stop.set()
+        thread.join()
+    [event] = [e for e in agent.events if e["type"] == "census"]
+    cost = event["census"]["cost"]
+    assert schedule._spent == pytest.approx(cost["cpu_us"] / 1e6, abs=1e-6)
+    assert cost["wall_us"] > cost["cpu_us"]  # the other thread ran during the pause
+    assert len(kept) == 20_000

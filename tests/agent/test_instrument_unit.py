@@ -72,13 +72,14 @@ def test_after_discovery_only_the_outermost_module_carries_hooks(hooked: Any) ->
 
 
 def assert_rss_paced(steps: list[dict[str, Any]], light: frozenset[int] = frozenset()) -> None:
-    """The RSS is read at the first step, then at the first step ending RSS_EVERY_NS or more
-    after the last reading (LIGHT_RSS_EVERY_NS for the `light` steps); -1 on the steps in
-    between."""
+    """The RSS is read at each of the first RSS_EVERY_STEP steps, then at the first step
+    ending RSS_EVERY_NS or more after the last reading (LIGHT_RSS_EVERY_NS for the `light`
+    steps); -1 on the steps in between."""
     last = None
     for step in steps:
         every = instrument.LIGHT_RSS_EVERY_NS if step["index"] in light else RSS_EVERY_NS
-        due = last is None or step["end"] >= last + every
+        first = step["index"] <= instrument.RSS_EVERY_STEP
+        due = last is None or first or step["end"] >= last + every
         assert (step["rss"] > 0) if due else (step["rss"] == -1), (step, last)
         if due:
             last = step["end"]
@@ -505,7 +506,8 @@ def test_light_steps_read_the_cuda_counters_with_the_rss(
     agent.reader = SimpleNamespace(read=lambda device: {"allocated": 7, "reserved": 9})
     model = Net()
     opt = torch.optim.SGD(model.parameters(), 0.01)
-    timed_steps(model, opt, clock, 60, step_ns=1_000_000)
+    first = instrument.RSS_EVERY_STEP
+    timed_steps(model, opt, clock, first + 60, step_ns=1_000_000)
     steps = agent.steps()
     warmup = instrument.DETAIL_WARMUP_STEPS
     # Detailed steps read the counters every step, light ones only with the RSS.
@@ -513,6 +515,8 @@ def test_light_steps_read_the_cuda_counters_with_the_rss(
     for s in steps[warmup:]:
         read = s["rss"] > 0
         assert (s["device"], s["allocated"], s["reserved"]) == ((0, 7, 9) if read else (-1,) * 3)
-    assert sum(s["rss"] > 0 for s in steps[warmup:]) == 50 // (
+    # Each of the first steps, then one per LIGHT_RSS_EVERY_NS.
+    assert all(s["rss"] > 0 for s in steps[:first])
+    assert sum(s["rss"] > 0 for s in steps[first:]) == 60 // (
         instrument.LIGHT_RSS_EVERY_NS // 1_000_000
     )
