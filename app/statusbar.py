@@ -1,9 +1,10 @@
 """The status bar: the state of the run shown, how long it ran, its RAM and VRAM with their
-running peaks, how fast samples come in, and the offer to compare with the previous run."""
+running peaks, how fast samples come in (and the rate asked for, when the recorder fell
+behind it), and the offer to compare with the previous run."""
 
 from __future__ import annotations
 
-import time
+from time import monotonic
 
 import numpy as np
 from PySide6.QtCore import QEvent, QSize, Qt
@@ -12,9 +13,26 @@ from PySide6.QtWidgets import QLabel, QPushButton, QStatusBar, QToolTip, QWidget
 
 from app.plaintext import tooltip
 from profiler.profile.model import Profile
+from profiler.profile.summary import (
+    SamplingPace,
+    format_rate,
+    sampling_behind_text,
+    sampling_pace,
+)
 from profiler.units import format_bytes, format_duration
 
 RATE_EVERY_S = 1.0  # samples/s is counted over this long, so the figure does not flicker
+
+
+def rate_text(pace: SamplingPace) -> str:
+    """The rate samples came in at, with the rate asked for when the recorder fell behind:
+    "1000 samples/s", "885 samples/s (asked 1000)"; "" before there are two samples."""
+    rate, asked = pace.samples_per_second, pace.asked_per_second
+    if rate is None:
+        return ""
+    if pace.behind and asked is not None:
+        return f"{format_rate(rate)} samples/s (asked {format_rate(asked)})"
+    return f"{format_rate(rate)} samples/s"
 
 
 class StatusField(QLabel):
@@ -25,6 +43,7 @@ class StatusField(QLabel):
     def __init__(self, text: str = "") -> None:
         super().__init__(text)
         self.setTextFormat(Qt.TextFormat.PlainText)
+        self.note = ""  # plain text its tooltip adds to the figure ("" for none)
 
     def minimumSizeHint(self) -> QSize:
         whole = super().minimumSizeHint()
@@ -48,10 +67,15 @@ class StatusField(QLabel):
             self.foregroundRole(),
         )
 
+    def tooltip_text(self) -> str:
+        """What its tooltip says: the whole text when squeezed, then its note; "" for none."""
+        parts = [self.text()] if self.shown_text() != self.text() else []
+        return "\n".join([*parts, self.note] if self.note else parts)
+
     def event(self, event: QEvent) -> bool:
-        if event.type() == QEvent.Type.ToolTip and self.shown_text() != self.text():
+        if event.type() == QEvent.Type.ToolTip and self.tooltip_text():
             assert isinstance(event, QHelpEvent)
-            QToolTip.showText(event.globalPos(), tooltip(self.text()), self)
+            QToolTip.showText(event.globalPos(), tooltip(self.tooltip_text()), self)
             return True
         return super().event(event)
 
@@ -79,8 +103,9 @@ class RunStatusBar(QStatusBar):
         self.addWidget(self.compare_previous_button)
         # column name -> (profile, rows seen, maximum so far)
         self._peaks: dict[str, tuple[Profile | None, int, int]] = {}
-        # (profile, time, samples) when the rate was last counted
-        self._rate: tuple[Profile | None, float, int] = (None, 0.0, 0)
+        # (profile, samples, running, when) of the sampling rate shown: for an ended run, the
+        # samples it was counted from; for a running one, when it was counted last
+        self._rate: tuple[Profile | None, int, bool, float] = (None, 0, False, 0.0)
 
     def show_stopping(self) -> None:
         self.state_label.setText("Stopping…")
@@ -112,18 +137,32 @@ class RunStatusBar(QStatusBar):
         self._show_rate(profile, running)
 
     def _show_rate(self, profile: Profile, running: bool) -> None:
+        """Samples so far, once ended; the rate they come in at, while running. Both from
+        sampling_pace, which says whether the recorder fell behind the asked interval."""
+        counted, samples, was_running, since = self._rate
         count = profile.sample_count
         if not running:
-            self.rate_label.setText(f"{count:,} samples")
+            if counted is not profile or samples != count or was_running:  # counted once
+                pace = sampling_pace(profile)
+                text = f"{count:,} samples"
+                if pace.behind:
+                    text += f" · {rate_text(pace)}"
+                self._set_rate(text, pace)
+                self._rate = (profile, count, False, 0.0)
             return
-        counted, since, then = self._rate
-        now = time.monotonic()
-        if counted is not profile:  # a new run: counted from its first update on
-            self._rate = (profile, now, count)
-            self.rate_label.setText("")
+        now = monotonic()
+        if counted is not profile or not was_running:  # a new run: counted from its start on
+            self._rate = (profile, 0, True, now)
+            self._set_rate("", None)
         elif now - since >= RATE_EVERY_S:
-            self.rate_label.setText(f"{(count - then) / (now - since):.0f} samples/s")
-            self._rate = (profile, now, count)
+            pace = sampling_pace(profile, last_s=RATE_EVERY_S)
+            self._set_rate(rate_text(pace), pace)
+            self._rate = (profile, 0, True, now)
+
+    def _set_rate(self, text: str, pace: SamplingPace | None) -> None:
+        behind = sampling_behind_text(pace) if pace is not None else None
+        self.rate_label.note = f"Sampling: {behind}" if behind is not None else ""
+        self.rate_label.setText(text)
 
     def _peak(self, profile: Profile, name: str, values: np.ndarray) -> int:
         """Running maximum of a growing column: each update looks only at the new rows."""

@@ -48,7 +48,13 @@ from profiler.launch.spec import (
     default_profile_name,
 )
 from profiler.profile.storage import ProfileError, load_profile
-from profiler.profile.summary import format_text, summarize, to_json
+from profiler.profile.summary import (
+    format_text,
+    sampling_behind_text,
+    sampling_pace,
+    summarize,
+    to_json,
+)
 from profiler.terminal_text import terminal_safe
 from profiler.units import format_bytes, format_duration, parse_bytes
 
@@ -589,9 +595,11 @@ def _report_saved(path: Path) -> None:
         else "found: " + ", ".join(f"{f.rule} ({f.severity})" for f in findings)
     )
     shown = terminal_safe(str(path))
+    behind = sampling_behind_text(sampling_pace(profile))
     sys.stderr.write(
         f"memsight: saved {shown} ({s.samples:,} samples over {format_duration(s.duration_s)}{peak})\n"
-        f"memsight: {found}\n"
+        + (f"memsight: sampling: {behind}\n" if behind is not None else "")
+        + f"memsight: {found}\n"
         f"memsight: see it with `memsight report {shown}` or `memsight {shown}`\n"
     )
 

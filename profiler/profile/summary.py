@@ -1,10 +1,12 @@
-"""Key numbers of a profile: peaks with their times, the exit, children, counts.
+"""Key numbers of a profile: peaks with their times, the exit, children, counts, and how well
+the recorder kept to the asked sampling interval.
 
 `memsight report` prints these; `report --json` follows the schema in docs/architecture.md.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +24,91 @@ from profiler.units import format_bytes, format_duration
 class Peak:
     bytes: int
     t: float  # seconds since the start of the run
+
+
+# The recorder fell behind when its samples came, on average, more than 10 % further apart
+# than the interval asked for.
+BEHIND_FACTOR = 1.1
+# Samples spanning fewer asked intervals than this are too few to judge: one late tick in a
+# run of a handful of samples is already more than 10 % of it.
+JUDGED_FROM_INTERVALS = 10
+
+
+@dataclass(frozen=True)
+class SamplingPace:
+    """How the recorder kept to the asked interval, from the times of the `ram` table's samples
+    (the profile's own process: the target, or one process of a job) while it ran."""
+
+    asked_ms: float | None  # the interval asked for (`--interval-ms`); None if the file lacks it
+    samples: int  # the samples counted: the `ram` rows up to the process's exit
+    samples_per_second: float | None  # (samples - 1) / their span; None below 2 samples
+    longest_gap_ms: float | None  # the longest time between two consecutive samples
+    # More than 10 % slower than asked on average; None when it cannot be judged (no asked
+    # interval, or samples spanning fewer than JUDGED_FROM_INTERVALS asked intervals).
+    behind: bool | None
+
+    @property
+    def mean_interval_ms(self) -> float | None:
+        """The time between samples on average."""
+        if not self.samples_per_second:
+            return None
+        return 1000.0 / self.samples_per_second
+
+    @property
+    def asked_per_second(self) -> float | None:
+        return 1000.0 / self.asked_ms if self.asked_ms else None
+
+
+def sampling_pace(profile: Profile, last_s: float | None = None) -> SamplingPace:
+    """The achieved sampling rate, the longest gap and whether the recorder fell behind.
+
+    Counted over the samples taken while the process ran: a sample after its recorded exit is
+    left out. `last_s`: only the samples of the last `last_s` seconds (stretched to cover
+    JUDGED_FROM_INTERVALS asked intervals), for a running figure; None: the whole run.
+    """
+    asked = profile.info.interval_ms
+    asked_ms = float(asked) if math.isfinite(asked) and asked > 0 else None
+    ram = profile.ram
+    t = ram.t if ram is not None else np.empty(0)
+    end = profile.info.end_t
+    if end is not None:
+        t = t[t <= end]
+    if last_s is not None and len(t):
+        window = max(last_s, JUDGED_FROM_INTERVALS * (asked_ms or 0.0) / 1000.0)
+        t = t[int(np.searchsorted(t, t[-1] - window, side="left")) :]
+    n = len(t)
+    if n < 2:
+        return SamplingPace(asked_ms, n, None, None, None)
+    span = float(t[-1] - t[0])
+    longest = float(np.max(np.diff(t)))
+    if not (math.isfinite(span) and span > 0 and math.isfinite(longest)):
+        return SamplingPace(asked_ms, n, None, None, None)
+    behind = None
+    if asked_ms is not None and span * 1000.0 >= JUDGED_FROM_INTERVALS * asked_ms:
+        behind = span * 1000.0 / (n - 1) > BEHIND_FACTOR * asked_ms
+    return SamplingPace(asked_ms, n, (n - 1) / span, longest * 1000.0, behind)
+
+
+def format_rate(per_second: float) -> str:
+    """A sampling rate, as the reports and the status bar show it: "885", "2.5"."""
+    return f"{per_second:.0f}" if per_second >= 10 else f"{per_second:.2g}"
+
+
+def _ms(value: float) -> str:
+    return f"{value:.3g}" if value < 100 else f"{value:,.0f}"
+
+
+def sampling_behind_text(pace: SamplingPace) -> str | None:
+    """The one sentence every report gives when the recorder fell behind the asked interval;
+    None when it kept up or cannot be judged."""
+    rate, mean, longest = pace.samples_per_second, pace.mean_interval_ms, pace.longest_gap_ms
+    if not pace.behind or pace.asked_ms is None or rate is None or mean is None:
+        return None
+    return (
+        f"asked every {pace.asked_ms:g} ms, got {format_rate(rate)} samples/s "
+        f"(every {_ms(mean)} ms on average; longest gap {_ms(longest or 0.0)} ms): the machine "
+        "was too busy to keep up; peaks still include what came between samples"
+    )
 
 
 @dataclass(frozen=True)
@@ -148,6 +235,7 @@ def to_json(profile: Profile, findings: list[dict[str, Any]] | None = None) -> d
     """The `memsight report --json` object (schema in docs/architecture.md; keys may be added)."""
     s = summarize(profile)
     info = profile.info
+    pace = sampling_pace(profile)
 
     def value(p: Peak | None) -> int | None:
         return p.bytes if p is not None else None
@@ -172,6 +260,9 @@ def to_json(profile: Profile, findings: list[dict[str, Any]] | None = None) -> d
             "start_time": info.start_time,
             "interval_ms": info.interval_ms,
             "complete": profile.complete,
+            "samples_per_second": _rounded(pace.samples_per_second, 2),
+            "longest_gap_ms": _rounded(pace.longest_gap_ms, 3),
+            "sampling_behind": pace.behind,
         },
         "peaks": {
             "ram_bytes": value(s.ram),
@@ -215,6 +306,10 @@ def to_json(profile: Profile, findings: list[dict[str, Any]] | None = None) -> d
     }
 
 
+def _rounded(value: float | None, digits: int) -> float | None:
+    return round(value, digits) if value is not None else None
+
+
 def format_text(profile: Profile, name: str) -> str:
     """The short human summary printed by `memsight report`.
 
@@ -226,6 +321,12 @@ def format_text(profile: Profile, name: str) -> str:
     versions = [f"Python {info.python_version}" if info.python_version else ""]
     if info.torch_version:
         versions.append(f"torch {info.torch_version}")
+    steps = f", {s.iterations:,} optimizer steps" if s.iterations else ""
+    behind = sampling_behind_text(sampling_pace(profile))
+    if behind is None:
+        sampling = [f"  samples    {s.samples:,} every {info.interval_ms:g} ms{steps}"]
+    else:  # "every N ms" would not be true: the line after says what it was
+        sampling = [f"  samples    {s.samples:,}{steps}", f"  sampling   {behind}"]
     lines = [
         f"memsight profile {one(name)}",
         f"  run        {one(info.target)}",
@@ -235,8 +336,7 @@ def format_text(profile: Profile, name: str) -> str:
         + (f" ({', '.join(v for v in versions if v)})" if any(versions) else ""),
         f"  duration   {format_duration(s.duration_s)}",
         f"  ended      {info.ended_by}",
-        f"  samples    {s.samples:,} every {info.interval_ms:g} ms"
-        + (f", {s.iterations:,} optimizer steps" if s.iterations else ""),
+        *sampling,
         "",
         "Peaks",
     ]

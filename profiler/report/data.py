@@ -36,7 +36,13 @@ from profiler.profile.series import (
     Series,
     process_tree_bytes,
 )
-from profiler.profile.summary import summarize, summarize_processes, unrecorded_output
+from profiler.profile.summary import (
+    sampling_behind_text,
+    sampling_pace,
+    summarize,
+    summarize_processes,
+    unrecorded_output,
+)
 from profiler.protocol import STDERR
 from profiler.report.decimate import envelope
 from profiler.units import format_bytes, format_duration, format_signed_bytes
@@ -302,6 +308,8 @@ def report_context(profile: Profile, diagnosis: Diagnosis, name: str) -> dict[st
             "failed": bool(info.signal) or bool(info.exit_code),
             "samples": f"{s.samples:,}",
             "interval_ms": f"{info.interval_ms:g}",
+            # The one sentence when the recorder fell behind the interval; "" when it kept up.
+            "sampling_text": sampling_behind_text(sampling_pace(profile)) or "",
             "iterations": f"{s.iterations:,}",
             "hooks": info.hooks,
             "memsight_version": info.memsight_version,
