@@ -1,6 +1,61 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+
+import pytest
+
+from tests.load import ENV_VAR, OPTION, CpuHogs, cores, one_thread_per_program, parse_hogs
 
 # Qt must never look for a display: the suite runs headless, locally and in CI.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+# The suite under load (tests/load.py): how many busy loops run beside the tests.
+HOGS = pytest.StashKey[int]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        OPTION,
+        metavar="N|auto",
+        default=None,
+        help=(
+            "run the tests beside N busy-loop processes (auto: 2 per core; 0: none, the "
+            f"default), to check that verdicts hold on a busy machine; also set by {ENV_VAR}"
+        ),
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    option = config.getoption(OPTION)
+    value, source = (option, OPTION) if option is not None else (os.environ.get(ENV_VAR), ENV_VAR)
+    try:
+        config.stash[HOGS] = parse_hogs(value) if value else 0
+    except ValueError as error:
+        raise pytest.UsageError(f"{source}: {error}") from None
+    if config.stash[HOGS]:
+        one_thread_per_program(os.environ)
+
+
+def _hogs_line(config: pytest.Config) -> str:
+    count = config.stash.get(HOGS, 0)
+    if not count:
+        return f"cpu hogs: none ({OPTION}=N|auto or {ENV_VAR} runs the tests under load)"
+    return f"cpu hogs: {count} busy loops beside the tests, on {cores()} cores"
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return _hogs_line(config)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    # The header is left out under -q; a run under load says so at its end all the same.
+    if terminalreporter.config.stash.get(HOGS, 0):
+        terminalreporter.write_line(_hogs_line(terminalreporter.config))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cpu_hogs(request: pytest.FixtureRequest) -> Iterator[CpuHogs]:
+    """The busy loops of --cpu-hogs, running from the first test to the end of the session."""
+    with CpuHogs(request.config.stash.get(HOGS, 0)) as hogs:
+        yield hogs

@@ -1,0 +1,147 @@
+"""CPU hogs beside the test suite: proof that memsight's verdicts hold on a busy machine.
+
+`python -m pytest --cpu-hogs=N` (or `MEMSIGHT_TEST_CPU_HOGS=N python -m pytest`, which leaves
+the command as it is) starts N busy loops before the first test and ends them when the session
+ends. `auto` is two per core this process may run on (`nproc`), so every core is contended
+twice over, as on a shared CI runner or a laptop compiling beside the training.
+
+The hogs are plain processes at the suite's own priority, each a Python loop that does nothing
+but spin. None may outlive the session, however it ends:
+
+* at the end of the session, on Ctrl+C and on an error the session survives, `CpuHogs.stop`
+  (the session fixture's teardown, and an `atexit` handler behind it) kills each one;
+* when the session dies without cleaning up (SIGKILL, SIGTERM, a crash of the interpreter),
+  the kernel kills each hog (it asks for PR_SET_PDEATHSIG, SIGKILL, as it starts), and where
+  that is not available (not Linux) each hog sees within `PARENT_POLL_S` that its parent is
+  gone and exits.
+
+Each hog runs in a session of its own (`start_new_session`), so a test that signals its own
+process group, or a terminal's Ctrl+C, never reaches the hogs, and they never reach a test.
+Wired into the suite by tests/conftest.py; tested by tests/test_load_harness.py.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import MutableMapping
+from types import TracebackType
+
+OPTION = "--cpu-hogs"
+ENV_VAR = "MEMSIGHT_TEST_CPU_HOGS"
+# In each hog's command line, so a hog is told from any other python in `ps` and /proc.
+MARKER = "memsight-cpu-hog"
+PARENT_POLL_S = 0.5
+
+# Runs with `python -I -S -c`: no site, no environment, only the standard library.
+# argv: [-c, MARKER, parent pid]. It exits as soon as its parent is not the one that started it.
+HOG_SOURCE = f"""\
+import os, sys, time
+parent = int(sys.argv[2])
+try:
+    import ctypes
+    # PR_SET_PDEATHSIG (1), SIGKILL (9): the kernel ends this hog when its parent dies.
+    ctypes.CDLL(None, use_errno=True).prctl(1, 9, 0, 0, 0)
+except Exception:
+    pass  # not Linux: the poll below is enough
+while os.getppid() == parent:  # a parent that died before prctl is seen here too
+    until = time.monotonic() + {PARENT_POLL_S!r}
+    while time.monotonic() < until:
+        pass
+"""
+
+
+# With every core busy, torch's OpenMP threads wait for each other by spinning: a thread spins
+# at a barrier for a peer that the busy loops keep off the CPU. Measured here (2 cores, 4
+# hogs): 300 steps of a small MLP took 21.7 s with torch's 2 intra-op threads and 0.49 s with
+# one, 44 times longer; a clean training example ran past its 180 s limit. That slowdown is
+# torch's under any profiler, and it only stretches the tests past their limits: under load
+# the programs the suite starts get one intra-op thread, as a job sharing its machine is told
+# to run (`torch.set_num_threads`). The busy loops still take two thirds of every core.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def one_thread_per_program(environ: MutableMapping[str, str]) -> None:
+    """One intra-op thread for torch in every program started with `environ`, unless the
+    user chose a number (see THREAD_VARIABLES)."""
+    for name in THREAD_VARIABLES:
+        environ.setdefault(name, "1")
+
+
+def cores() -> int:
+    """The cores this process may run on: what `nproc` prints."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+def parse_hogs(value: str) -> int:
+    """How many hogs `value` asks for: a count (0 for none) or `auto` (two per core)."""
+    text = value.strip().lower()
+    if text == "auto":
+        return 2 * cores()
+    try:
+        count = int(text)
+    except ValueError:
+        count = -1
+    if count < 0:
+        raise ValueError(f"expected a count of busy loops (0 for none) or 'auto', got {value!r}")
+    return count
+
+
+class CpuHogs:
+    """N busy-loop processes, started by `start` and killed by `stop` (both idempotent)."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self._processes: list[subprocess.Popen[bytes]] = []
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self._processes]
+
+    def start(self) -> None:
+        if self._processes or self.count <= 0:
+            return
+        atexit.register(self.stop)  # behind the fixture's teardown, for an exit that skips it
+        try:
+            for _ in range(self.count):
+                self._processes.append(
+                    subprocess.Popen(
+                        [sys.executable, "-I", "-S", "-c", HOG_SOURCE, MARKER, str(os.getpid())],
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                        close_fds=True,
+                        start_new_session=True,
+                    )
+                )
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        processes, self._processes = self._processes, []
+        for process in processes:
+            with contextlib.suppress(OSError):
+                process.kill()
+        for process in processes:
+            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                process.wait(timeout=10)
+        atexit.unregister(self.stop)
+
+    def __enter__(self) -> CpuHogs:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()

@@ -1,0 +1,169 @@
+"""The suite under load (tests/load.py): --cpu-hogs starts busy loops that run while the
+session runs, and none outlives the session, whether it ends, is interrupted or is killed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.load import ENV_VAR, MARKER, CpuHogs, cores, parse_hogs
+from tests.processes import is_running, wait_gone
+from tests.support import PYTHON, ROOT, child_env, wait_until
+
+# A test the inner session runs: it leaves the hogs' pids in a file, then waits to be let go.
+PROBE = """
+import json, os, time
+from pathlib import Path
+
+def test_probe(cpu_hogs):
+    folder = Path(os.environ["PROBE_DIR"])
+    (folder / "pids.tmp").write_text(json.dumps(cpu_hogs.pids))
+    (folder / "pids.tmp").rename(folder / "pids.json")
+    deadline = time.monotonic() + 60
+    while not (folder / "release").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+"""
+
+
+def _stat(pid: int) -> list[str]:
+    """The fields of /proc/PID/stat after the command name: state, ppid, ..."""
+    text = Path(f"/proc/{pid}/stat").read_bytes()
+    return text[text.rfind(b")") + 2 :].decode().split()
+
+
+def _cpu_ticks(pid: int) -> int:
+    fields = _stat(pid)
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def _assert_hogs_running(pids: list[int], parent: int) -> None:
+    for pid in pids:
+        assert is_running(pid), pid
+        assert int(_stat(pid)[1]) == parent
+        assert MARKER in Path(f"/proc/{pid}/cmdline").read_bytes().decode()
+        assert os.getsid(pid) == pid  # a session of its own: no group signal reaches it
+    start = {pid: _cpu_ticks(pid) for pid in pids}
+    wait_until(lambda: all(_cpu_ticks(p) > start[p] for p in pids), 10, "every hog to use the CPU")
+
+
+def test_hog_counts() -> None:
+    assert parse_hogs("0") == 0
+    assert parse_hogs(" 3 ") == 3
+    assert parse_hogs("auto") == parse_hogs("AUTO") == 2 * cores()
+    for bad in ("-1", "two", "", "1.5"):
+        with pytest.raises(ValueError, match="'auto'"):
+            parse_hogs(bad)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_hogs_spin_until_stopped() -> None:
+    with CpuHogs(2) as hogs:
+        pids = hogs.pids
+        assert len(pids) == 2
+        _assert_hogs_running(pids, os.getpid())
+    assert hogs.pids == []
+    wait_gone(pids)  # killed and reaped by stop(): gone at once
+    with CpuHogs(0) as none:
+        assert none.pids == []
+
+
+def _session(
+    tmp_path: Path, *options: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    """A pytest session of the probe, with the suite's conftest as a plugin."""
+    probe = tmp_path / "test_probe.py"
+    probe.write_text(PROBE)
+    environment = child_env({"PROBE_DIR": str(tmp_path), **(env or {})})
+    if env is None or ENV_VAR not in env:
+        environment.pop(ENV_VAR, None)  # the outer session's own setting stays out
+    plugins = ["-p", "tests.conftest", "-p", "no:cacheprovider", "--rootdir", str(tmp_path)]
+    return subprocess.Popen(
+        [PYTHON, "-m", "pytest", *plugins, *options, str(probe)],
+        cwd=ROOT,
+        env=environment,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def _hog_pids(tmp_path: Path, session: subprocess.Popen[str]) -> list[int]:
+    def written() -> list[int]:
+        assert session.poll() is None, session.communicate()[0]
+        path = tmp_path / "pids.json"
+        pids: list[int] = json.loads(path.read_text()) if path.exists() else []
+        return pids
+
+    return wait_until(written, 60, "the probe to write the hogs' pids")
+
+
+@pytest.mark.slow  # runs pytest sessions in subprocesses
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+@pytest.mark.parametrize("end", ["finished", "ctrl-c", "sigkill"])
+def test_hogs_run_while_the_session_runs_and_never_outlive_it(end: str, tmp_path: Path) -> None:
+    session = _session(tmp_path, "--cpu-hogs=3")
+    try:
+        pids = _hog_pids(tmp_path, session)
+        assert len(pids) == 3
+        _assert_hogs_running(pids, session.pid)
+        if end == "finished":
+            (tmp_path / "release").touch()
+        elif end == "ctrl-c":
+            session.send_signal(signal.SIGINT)
+        else:
+            session.kill()  # no teardown, no atexit: the kernel ends the hogs
+        output, _ = session.communicate(timeout=60)
+        expected = {"finished": 0, "ctrl-c": pytest.ExitCode.INTERRUPTED, "sigkill": -9}
+        assert session.returncode == expected[end], output
+        if end != "sigkill":
+            assert "cpu hogs: 3 busy loops beside the tests" in output, output
+        wait_gone(pids, timeout=5)
+    finally:
+        if session.poll() is None:
+            session.kill()
+            session.communicate()
+
+
+@pytest.mark.slow  # runs a pytest session in a subprocess
+def test_the_environment_variable_runs_an_unchanged_command_under_load(tmp_path: Path) -> None:
+    session = _session(tmp_path, "-q", env={ENV_VAR: "auto"})
+    try:
+        pids = _hog_pids(tmp_path, session)
+        assert len(pids) == 2 * cores()
+        (tmp_path / "release").touch()
+        output, _ = session.communicate(timeout=60)
+        assert session.returncode == 0, output
+        # Under -q the header is left out; the summary names the hogs instead.
+        assert f"cpu hogs: {2 * cores()} busy loops beside the tests" in output, output
+        wait_gone(pids, timeout=5)
+    finally:
+        if session.poll() is None:
+            session.kill()
+            session.communicate()
+
+
+@pytest.mark.slow  # runs pytest sessions in subprocesses
+def test_a_bad_count_is_a_usage_error(tmp_path: Path) -> None:
+    for options, env in (
+        (["--cpu-hogs=lots"], None),
+        ([], {ENV_VAR: "-2"}),
+    ):
+        session = _session(tmp_path, *options, env=env)
+        output, _ = session.communicate(timeout=60)
+        assert session.returncode == pytest.ExitCode.USAGE_ERROR, output
+        assert "'auto'" in output, output
+        assert not (tmp_path / "pids.json").exists()
+
+
+def test_under_load_programs_get_one_intra_op_thread_unless_the_user_chose() -> None:
+    from tests.load import one_thread_per_program
+
+    environ = {"MKL_NUM_THREADS": "4"}
+    one_thread_per_program(environ)
+    assert environ == {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "4"}
