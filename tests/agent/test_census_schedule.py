@@ -31,6 +31,10 @@ class Agent:
 @pytest.fixture(autouse=True)
 def unlimited_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(census_schedule, "BUDGET_SHARE", 1e9)
+    # Each census of this process' heap (pytest's, torch's) is taken whole, in one pause: on
+    # a busy machine it can take longer than one pause allows, and would then be sent, in
+    # slices, at a later iteration than the one these tests are about.
+    monkeypatch.setattr(census_schedule, "MAX_PAUSE_S", 60.0)
 
 
 def taken(agent: Agent) -> list[tuple[str, int]]:
