@@ -11,7 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.load import ENV_VAR, MARKER, CpuHogs, cores, parse_hogs
+from tests.load import (
+    ENV_VAR,
+    MARK,
+    MARKER,
+    UNDER_LOAD,
+    CpuHogs,
+    cores,
+    parse_hogs,
+    selects,
+    under_load,
+)
 from tests.processes import is_running, wait_gone
 from tests.support import PYTHON, ROOT, child_env, wait_until
 
@@ -90,7 +100,14 @@ def _session(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        # Ctrl+C as a terminal gives it: a suite started in the background (nohup, `&` in a
+        # script) passes SIGINT on ignored, and Python then leaves it ignored.
+        preexec_fn=_default_sigint,
     )
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _hog_pids(tmp_path: Path, session: subprocess.Popen[str]) -> list[int]:
@@ -167,3 +184,32 @@ def test_under_load_programs_get_one_intra_op_thread_unless_the_user_chose() -> 
     environ = {"MKL_NUM_THREADS": "4"}
     one_thread_per_program(environ)
     assert environ == {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "4"}
+
+
+def test_the_tier_under_load_is_chosen_by_folder_file_or_test() -> None:
+    example = "tests/test_examples.py::test_example_gives_exactly_its_findings"
+    assert under_load("tests/diagnosis/test_rules.py::test_anything")
+    assert not under_load("tests/diagnosis_more/test_rules.py::test_anything")
+    assert under_load("tests/agent/test_heap.py::test_anything[1-2]")
+    assert not under_load("tests/agent/test_census.py::test_anything")
+    assert under_load(f"{example}[clean_training.py]")
+    assert not under_load(f"{example}[clean_training.py.bak]")
+    assert not under_load(f"{example}[activations_dominate.py]")
+
+
+@pytest.mark.slow  # collects the whole suite in a subprocess
+def test_every_entry_of_the_tier_under_load_selects_tests() -> None:
+    collected = subprocess.run(
+        [PYTHON, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-m", MARK],
+        cwd=ROOT,
+        env={k: v for k, v in child_env().items() if k != ENV_VAR},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert collected.returncode == 0, collected.stdout[-3000:] + collected.stderr[-3000:]
+    ids = [line for line in collected.stdout.splitlines() if "::" in line]
+    assert ids and all(under_load(i) for i in ids)
+    for entry in UNDER_LOAD:
+        assert any(selects(entry, i) for i in ids), f"{entry} selects no test: renamed or gone?"

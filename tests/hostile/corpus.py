@@ -9,6 +9,7 @@ not regular files: a directory, a FIFO, /dev/zero, a symlink loop, an empty file
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import random
@@ -206,15 +207,21 @@ def _odd_json(value: Any, rng: random.Random) -> Any:
     if isinstance(value, dict) and value:
         key = rng.choice(list(value))
         if rng.random() < 0.6:
-            value[key] = rng.choice(_ODD_VALUES)
+            value[key] = _odd_value(rng)
         else:
             value[key] = _odd_json(value[key], rng)
     elif isinstance(value, list) and value:
         i = rng.randrange(len(value))
-        value[i] = rng.choice(_ODD_VALUES) if rng.random() < 0.4 else _odd_json(value[i], rng)
+        value[i] = _odd_value(rng) if rng.random() < 0.4 else _odd_json(value[i], rng)
     else:
-        return rng.choice(_ODD_VALUES)
+        return _odd_value(rng)
     return value
+
+
+def _odd_value(rng: random.Random) -> Any:
+    # A copy: a later mutation that reaches into a shared list would change the constant, and
+    # could put it inside itself (a value json cannot write).
+    return copy.deepcopy(rng.choice(_ODD_VALUES))
 
 
 @_reframed
