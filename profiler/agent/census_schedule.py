@@ -23,8 +23,10 @@ censuses on the clock instead, from the agent's thread (on_clock): CLOCK_FIRST_S
 torch's import and then at doubling times ("auto"), or every N seconds ("every-N"), with the
 same budget, marked `iterations_are: "time"`.
 
-The budget lets a second census start whatever the first cost: one census compares with
-nothing, and a short loop whose first census was slow would otherwise never name a holder.
+The budget lets the first two censuses of each kind (the loop's iterations, or the clock)
+start whatever they cost: one census compares with nothing, and a short loop whose first
+census was slow, or a program whose censuses on the clock came first because it was slow to
+reach its loop on a busy machine, would otherwise never name a holder.
 
 An out-of-memory error gets a census of its own (at_error), whatever the budget: what was
 alive when memory ran out, the frames the error left included. At most MAX_ERROR_CENSUSES a
@@ -90,6 +92,7 @@ class CensusSchedule:
         self._rank = len(ITERATION_RANK)  # the best kind of iteration seen so far
         self._next: Dict[str, int] = {}
         self.taken = 0
+        self._taken_by_kind: Dict[str, int] = {}
         self.skipped = 0
         self._at = (OPTIMIZER_STEPS, 0)  # the last iteration boundary: kind, index
         self._errors = 0
@@ -104,10 +107,13 @@ class CensusSchedule:
         if self.every is not None:
             warm_up()
 
-    def _over_budget(self, share: float, starting: bool = True) -> bool:
-        """Censuses so far took more than `share` of the run. The first two may start whatever
-        that says (`starting`), but every slice of a census in slices keeps to it."""
-        if starting and self.taken < 2:
+    def _over_budget(self, share: float, kind: Optional[str] = None) -> bool:
+        """Censuses so far took more than `share` of the run. The first two of a kind of
+        iterations (or on the clock) may start whatever that says: censuses are compared
+        within their kind, and a program slow to reach its loop (on a busy machine) may have
+        had its censuses on the clock first. Every slice of a census in slices (`kind` None)
+        keeps to it."""
+        if kind is not None and self._taken_by_kind.get(kind, 0) < 2:
             return False
         allowed = max(share * (time.monotonic() - self._started), BUDGET_FLOOR_S)
         return self._spent > allowed
@@ -126,11 +132,11 @@ class CensusSchedule:
             if self._rank < len(ITERATION_RANK):
                 return  # iterations began meanwhile
             if self._progress is not None:
-                if not self._over_budget(SLICES_SHARE, starting=False):
+                if not self._over_budget(SLICES_SHARE):
                     index = self._clock_taken + 1
                     self._take(ON_THE_CLOCK, index, progress=self._progress, clock=True)
                 return
-            if self._over_budget(BUDGET_SHARE):
+            if self._over_budget(BUDGET_SHARE, ON_THE_CLOCK):
                 self.skipped += 1
                 return
             step = float(self.every) if self.every else self._clock_next
@@ -162,7 +168,7 @@ class CensusSchedule:
         due = self._next.setdefault(kind, self.every or FIRST)
         if index < due:
             return
-        if self._over_budget(BUDGET_SHARE):
+        if self._over_budget(BUDGET_SHARE, kind):
             self.skipped += 1  # over budget: try again at the next iteration
             return
         from .census import safe_to_run
@@ -174,7 +180,7 @@ class CensusSchedule:
 
     def _go_on(self, kind: str, index: int) -> None:
         """The next slice of the census in slices, if the budget and the moment allow."""
-        if self._over_budget(SLICES_SHARE, starting=False):
+        if self._over_budget(SLICES_SHARE):
             self.skipped += 1
             return
         from .census import safe_to_run
@@ -255,6 +261,7 @@ class CensusSchedule:
                 return
             self._progress = None
         self.taken += 1
+        self._taken_by_kind[kind] = self._taken_by_kind.get(kind, 0) + 1
         if kind == ON_THE_CLOCK:
             self._clock_taken += 1
         self.agent.event("census", iterations_are=kind, iteration=index, census=data, **marks)
