@@ -5,7 +5,16 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.load import ENV_VAR, OPTION, CpuHogs, cores, one_thread_per_program, parse_hogs
+from tests.load import (
+    ENV_VAR,
+    MARK,
+    OPTION,
+    CpuHogs,
+    cores,
+    one_thread_per_program,
+    parse_hogs,
+    under_load,
+)
 
 # Qt must never look for a display: the suite runs headless, locally and in CI.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -27,6 +36,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"{MARK}: the tier CI runs again beside CPU hogs (tests/load.py, UNDER_LOAD)"
+    )
     option = config.getoption(OPTION)
     value, source = (option, OPTION) if option is not None else (os.environ.get(ENV_VAR), ENV_VAR)
     try:
@@ -35,6 +47,13 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"{source}: {error}") from None
     if config.stash[HOGS]:
         one_thread_per_program(os.environ)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if under_load(item.nodeid):
+            item.add_marker(MARK)
 
 
 def _hogs_line(config: pytest.Config) -> str:

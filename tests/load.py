@@ -17,6 +17,12 @@ but spin. None may outlive the session, however it ends:
 
 Each hog runs in a session of its own (`start_new_session`), so a test that signals its own
 process group, or a terminal's Ctrl+C, never reaches the hogs, and they never reach a test.
+`UNDER_LOAD` is the tier CI runs a second time beside the hogs, `python -m pytest -q -m
+under_load --cpu-hogs=auto` (.ci/run): the tests whose verdicts or readings depend on time,
+chosen to take about 10 minutes under load on a 2-core runner (about 3 1/2 quietly). The whole
+suite under load takes three times the README command's 20-odd minutes, too long for each
+push; benchmarks/verdicts_under_load.py compares every example and client program instead.
+
 Wired into the suite by tests/conftest.py; tested by tests/test_load_harness.py.
 """
 
@@ -35,6 +41,36 @@ ENV_VAR = "MEMSIGHT_TEST_CPU_HOGS"
 # In each hog's command line, so a hog is told from any other python in `ps` and /proc.
 MARKER = "memsight-cpu-hog"
 PARENT_POLL_S = 0.5
+
+# The marker of the tier below, set at collection (tests/conftest.py).
+MARK = "under_load"
+_EXAMPLE = "tests/test_examples.py::test_example_gives_exactly_its_findings"
+_CLIENT = (
+    "tests/clients/test_frameworks.py"
+    "::test_a_framework_program_runs_as_under_python_and_gets_exactly_its_findings"
+)
+# A folder, a file or a test's node id, and why it is in the tier.
+UNDER_LOAD: dict[str, str] = {
+    "tests/diagnosis": "the end-to-end diagnosis tests: growth judged over time on real runs "
+    "paced by the clock, the rules on every prefix of a live run, the fixes of recorded runs "
+    "(the synthetic tests beside them cost a second)",
+    "tests/agent/test_heap.py": "the C heap read between iterations: what growth is judged on",
+    "tests/agent/test_script_end.py": "the script's end, where the rules stop judging",
+    f"{_EXAMPLE}[clean_training.py]": "the longest clean control, with workers and evaluation; "
+    "the slowest test under load (5 times its quiet time)",
+    f"{_EXAMPLE}[growth_per_iteration.py]": "the leak every loop shape is measured against",
+    f"{_EXAMPLE}[cache_fills_once.py]": "a climb that stops: not growth, however slow the steps",
+    f"{_EXAMPLE}[too_short_to_judge.py]": "a run cut short, not a leak or a clean run",
+    f"{_EXAMPLE}[dataloader_worker_growth.py]": "workers' memory, read on a CPU budget",
+    f"{_EXAMPLE}[clean_short_eval_loader.py]": "workers that live a fraction of a second",
+    f"{_EXAMPLE}[rank_imbalance.py]": "two spawned ranks, which a busy machine sets apart",
+    f"{_EXAMPLE}[holder_local.py]": "a holder named by censuses: a script slow to reach its "
+    "loop had its censuses on the clock first, and the loop's none",
+    f"{_CLIENT}[hand_sgd]": "a clean loop without torch.optim",
+    f"{_CLIENT}[hand_sgd---leak]": "the same loop leaking",
+    f"{_CLIENT}[eval_loss_sum]": "an evaluation loop keeping its graphs",
+    f"{_CLIENT}[-m-torch.distributed.run---nproc_per_node-2-ddp_gloo]": "DDP under torchrun",
+}
 
 # Runs with `python -I -S -c`: no site, no environment, only the standard library.
 # argv: [-c, MARKER, parent pid]. It exits as soon as its parent is not the one that started it.
@@ -69,6 +105,16 @@ def one_thread_per_program(environ: MutableMapping[str, str]) -> None:
     user chose a number (see THREAD_VARIABLES)."""
     for name in THREAD_VARIABLES:
         environ.setdefault(name, "1")
+
+
+def selects(entry: str, nodeid: str) -> bool:
+    """Whether `entry` of `UNDER_LOAD` (a folder, a file, a test) names the test `nodeid`."""
+    return nodeid == entry or nodeid.startswith((f"{entry}::", f"{entry}/", f"{entry}["))
+
+
+def under_load(nodeid: str) -> bool:
+    """Whether the test `nodeid` (relative to the repository) is in the tier `UNDER_LOAD`."""
+    return any(selects(entry, nodeid) for entry in UNDER_LOAD)
 
 
 def cores() -> int:
