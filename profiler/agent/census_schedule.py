@@ -91,8 +91,7 @@ class CensusSchedule:
         self._spent = 0.0
         self._rank = len(ITERATION_RANK)  # the best kind of iteration seen so far
         self._next: Dict[str, int] = {}
-        self.taken = 0
-        self._taken_by_kind: Dict[str, int] = {}
+        self._taken_by_kind: Dict[str, int] = {}  # censuses sent, by kind
         self.skipped = 0
         self._at = (OPTIMIZER_STEPS, 0)  # the last iteration boundary: kind, index
         self._errors = 0
@@ -260,7 +259,6 @@ class CensusSchedule:
                 self._progress = progress  # sent once whole
                 return
             self._progress = None
-        self.taken += 1
         self._taken_by_kind[kind] = self._taken_by_kind.get(kind, 0) + 1
         if kind == ON_THE_CLOCK:
             self._clock_taken += 1

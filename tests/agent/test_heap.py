@@ -134,6 +134,13 @@ class FakeClock:
         return self.cpu
 
 
+def _clocked_reader(monkeypatch: pytest.MonkeyPatch) -> tuple[FakeClock, HeapReader]:
+    """A reader of a 300 MiB heap (20 MiB free) on a FakeClock that the test moves."""
+    clock = FakeClock()
+    monkeypatch.setattr(heap_module, "time", clock)
+    return clock, HeapReader(lambda: FakeMallinfo(300 * MiB, 20 * MiB))
+
+
 def _loop(
     reader: HeapReader, clock: FakeClock, seconds: float, step_every_s: float | None
 ) -> list[tuple[float, int]]:
@@ -161,9 +168,7 @@ def test_while_iterations_end_often_every_reading_is_taken_between_them(
     # Readings between iterations hold no iteration's temporaries, so while iterations come
     # often, all readings are those; and at a Lightning loop's pace (19 ms a step) a reading
     # costs less than its share of a step, so every iteration is read.
-    clock = FakeClock()
-    monkeypatch.setattr(heap_module, "time", clock)
-    reader = HeapReader(lambda: FakeMallinfo(300 * MiB, 20 * MiB))
+    clock, reader = _clocked_reader(monkeypatch)
     kinds = _loop(reader, clock, 2.0, 0.019)
     assert {kind for _, kind in kinds} == {1}
     assert len(kinds) == 106  # every step of the 2 s
@@ -183,9 +188,7 @@ def test_fast_iterations_are_read_within_their_share_of_the_loop(
     # 1 ms steps: a reading (40 us) costs more than its share of one step, so the first
     # iterations are read while the floor lasts, then about one step in 8; never more than
     # the floor plus the share of the loop's time.
-    clock = FakeClock()
-    monkeypatch.setattr(heap_module, "time", clock)
-    reader = HeapReader(lambda: FakeMallinfo(300 * MiB, 20 * MiB))
+    clock, reader = _clocked_reader(monkeypatch)
     kinds = _loop(reader, clock, 4.0, 0.001)
     assert {kind for _, kind in kinds} == {1}
     allowed = heap_module.BOUNDARY_FLOOR_S + heap_module.BOUNDARY_SHARE * 4.0
@@ -207,9 +210,7 @@ def test_a_slower_machine_reads_no_fewer_iterations(
     # CPU. The readings per iteration do not fall (they fell with a pace in seconds).
     per_iteration = []
     for step in (fast, slow):
-        clock = FakeClock()
-        monkeypatch.setattr(heap_module, "time", clock)
-        reader = HeapReader(lambda: FakeMallinfo(300 * MiB, 20 * MiB))
+        clock, reader = _clocked_reader(monkeypatch)
         iterations = 300
         kinds = _loop(reader, clock, iterations * step, step)
         per_iteration.append(sum(1 for _, kind in kinds if kind == 1) / iterations)
