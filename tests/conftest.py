@@ -13,6 +13,7 @@ from tests.load import (
     cores,
     one_thread_per_program,
     parse_hogs,
+    set_load,
     under_load,
 )
 
@@ -47,6 +48,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"{source}: {error}") from None
     if config.stash[HOGS]:
         one_thread_per_program(os.environ)
+        set_load(config.stash[HOGS])
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker

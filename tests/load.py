@@ -100,6 +100,25 @@ while os.getppid() == parent:  # a parent that died before prctl is seen here to
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
+# Under load every deadline of the suite's helpers (tests/support.py: a run's time limit, a
+# wait for what a run leaves on disk) is stretched by this factor, set by tests/conftest.py:
+# 1 + hogs / cores, the share of a core a test keeps beside the hogs. A deadline only guards
+# against a hang, it asserts no speed (speed is benchmarks/' job), and a busy machine is slow.
+_deadline_scale = 1.0
+
+
+def set_load(hogs: int) -> None:
+    """Stretch the suite's deadlines for `hogs` busy loops beside it (see `deadline`)."""
+    global _deadline_scale
+    _deadline_scale = 1.0 + hogs / cores()
+
+
+def deadline(seconds: float) -> float:
+    """`seconds`, a helper's time limit on a quiet machine, stretched for the load declared by
+    --cpu-hogs (1 + hogs / cores: 3 times for 4 hogs on 2 cores)."""
+    return seconds * _deadline_scale
+
+
 def one_thread_per_program(environ: MutableMapping[str, str]) -> None:
     """One intra-op thread for torch in every program started with `environ`, unless the
     user chose a number (see THREAD_VARIABLES)."""

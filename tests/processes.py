@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tests.load import deadline
 from tests.support import wait_until
 
 
@@ -100,7 +101,7 @@ class PtyProcess:
         os.write(self.master, data)
 
     def wait(self, timeout: float = 15.0) -> int:
-        code = self.process.wait(timeout=timeout)
+        code = self.process.wait(timeout=deadline(timeout))
         self._reader.join(timeout=5.0)
         return code
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, TypeVar
 from profiler.diagnosis import diagnose
 from profiler.profile.model import Profile
 from profiler.profile.storage import ProfileError, load_profile
+from tests.load import deadline
 
 if TYPE_CHECKING:
     from examples.catalog import Example
@@ -99,7 +100,7 @@ def _run(
         capture_output=True,
         text=True,
         env=env or child_env(),
-        timeout=timeout,
+        timeout=deadline(timeout),
     )
     return Completed(proc.returncode, proc.stdout, proc.stderr)
 
@@ -149,13 +150,15 @@ def one_line(text: str) -> bool:
 
 
 def wait_until(condition: Callable[[], T], timeout: float = 10.0, what: str = "the condition") -> T:
-    """Poll `condition` every POLL_S until it returns something truthy; return that value."""
-    deadline = time.monotonic() + timeout
+    """Poll `condition` every POLL_S until it returns something truthy; return that value.
+    `timeout` is stretched under load (tests/load.py, `deadline`)."""
+    timeout = deadline(timeout)
+    until = time.monotonic() + timeout
     while True:
         value = condition()
         if value:
             return value
-        if time.monotonic() >= deadline:
+        if time.monotonic() >= until:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(POLL_S)
 

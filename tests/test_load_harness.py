@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import load
 from tests.load import (
     ENV_VAR,
     MARK,
@@ -213,3 +214,14 @@ def test_every_entry_of_the_tier_under_load_selects_tests() -> None:
     assert ids and all(under_load(i) for i in ids)
     for entry in UNDER_LOAD:
         assert any(selects(entry, i) for i in ids), f"{entry} selects no test: renamed or gone?"
+
+
+def test_deadlines_stretch_with_the_declared_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A deadline guards against a hang; beside 2 hogs per core a test keeps a third of a core.
+    monkeypatch.setattr(load, "_deadline_scale", 1.0)
+    assert load.deadline(10.0) == 10.0
+    monkeypatch.setattr(load, "cores", lambda: 2)
+    load.set_load(4)
+    assert load.deadline(10.0) == pytest.approx(30.0)
+    load.set_load(0)
+    assert load.deadline(10.0) == 10.0
