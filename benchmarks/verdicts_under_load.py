@@ -15,6 +15,11 @@ severity info (its test compares those of severity warning and worse). `--strict
 every finding. A run that fails, times out or leaves no loadable profile is a verdict of its
 own ("error: ...") and differs from any other.
 
+`--condition quiet` or `--condition loaded` records one half only, and `--merge A.json B.json`
+compares saved halves as if recorded together: so the loaded half can run beside other work
+that keeps the machine busy (`--external-load`: no busy loops of its own; each run records the
+load average it saw), and the quiet half when the machine is quiet.
+
 The table lists each run's findings (those not compared in brackets) and its time; then, per
 program, whether all twice --runs verdicts are identical and whether they are the verdict its
 test expects. Exit status 1 when any program's verdicts differ.
@@ -23,6 +28,7 @@ test expects. Exit status 1 when any program's verdicts differ.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fnmatch
 import importlib.util
 import json
@@ -70,6 +76,7 @@ class Run:
     error: str | None = None
     wall_s: float = 0.0
     busy_cores: float | None = None  # the whole machine's, this run included
+    load: float | None = None  # the 1-minute load average as the run ended
 
     def compared(self, program: Program, strict: bool) -> frozenset[tuple[str, str]]:
         """The findings that make its verdict."""
@@ -140,6 +147,8 @@ def record_once(program: Program, run: Run, timeout: float) -> None:
         except Exception as problem:
             run.error = f"{type(problem).__name__}: {str(problem)[:120]}"
     run.wall_s = time.perf_counter() - start
+    with contextlib.suppress(OSError, AttributeError):
+        run.load = os.getloadavg()[0]
     busy_after = machine_busy_s()
     if busy_before is not None and busy_after is not None and run.wall_s > 0:
         run.busy_cores = (busy_after - busy_before) / run.wall_s
@@ -188,6 +197,27 @@ def parse_args() -> argparse.Namespace:
         metavar="PATH",
         help=f"where to save the results (default benchmarks/results/{NAME}.json)",
     )
+    p.add_argument(
+        "--condition",
+        choices=("both", "quiet", "loaded"),
+        default="both",
+        help="record quiet and loaded runs, alternating (default), or only one condition; "
+        "--merge then compares the saved halves",
+    )
+    p.add_argument(
+        "--external-load",
+        action="store_true",
+        help="loaded runs start no busy loops of their own: the machine is already kept busy "
+        "(by the suite under --cpu-hogs, say); each run records the load average it saw",
+    )
+    p.add_argument(
+        "--merge",
+        type=Path,
+        nargs="+",
+        metavar="JSON",
+        help="record nothing: compare the runs saved in these results files (of --condition "
+        "quiet and --condition loaded, say) as if recorded together",
+    )
     p.add_argument("--list", action="store_true", help="list the programs and exit")
     args = p.parse_args()
     if args.runs < 1:
@@ -195,46 +225,87 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def main() -> int:
-    args = parse_args()
-    programs = all_programs()
-    if args.only:
-        unknown = [
-            n for n in args.only if not any(fnmatch.fnmatchcase(p.name, n) for p in programs)
-        ]
-        if unknown:
-            sys.exit(f"--only: no program named {', '.join(unknown)} (see --list)")
-        programs = [p for p in programs if any(fnmatch.fnmatchcase(p.name, n) for n in args.only)]
-    if args.list:
-        print("\n".join(p.name for p in programs))
-        return 0
-    hogs = 2 * cores() if args.hogs is None else args.hogs
-    # One intra-op thread in both conditions, as the suite under load has (tests/load.py:
-    # with every core busy, torch's spinning OpenMP threads make a program ~40 times slower):
-    # the load is then the only difference between a quiet run and a loaded one.
-    one_thread_per_program(os.environ)
-    print(
-        f"{len(programs)} programs, {args.runs} quiet and {args.runs} loaded runs each; "
-        f"loaded: {hogs} busy loops on {cores()} cores"
-    )
+def select(programs: list[Program], only: list[str] | None) -> list[Program]:
+    if not only:
+        return programs
+    unknown = [n for n in only if not any(fnmatch.fnmatchcase(p.name, n) for p in programs)]
+    if unknown:
+        sys.exit(f"--only: no program named {', '.join(unknown)} (see --list)")
+    return [p for p in programs if any(fnmatch.fnmatchcase(p.name, n) for n in only)]
 
+
+def record_all(
+    programs: list[Program], args: argparse.Namespace, hogs: int
+) -> dict[str, list[Run]]:
+    conditions = {"both": (False, True), "quiet": (False,), "loaded": (True,)}[args.condition]
     runs: dict[str, list[Run]] = {}
-    total, done = 2 * args.runs * len(programs), 0
+    total, done = len(conditions) * args.runs * len(programs), 0
     for program in programs:
         runs[program.name] = []
         for number in range(1, args.runs + 1):
-            for loaded in (False, True):
+            for loaded in conditions:
                 run = Run(loaded, number)
-                with CpuHogs(hogs if loaded else 0):
+                with CpuHogs(hogs if loaded and not args.external_load else 0):
                     record_once(program, run, args.timeout)
                 runs[program.name].append(run)
                 done += 1
                 condition = "loaded" if loaded else "quiet"
+                load = "" if run.load is None else f", load {run.load:.1f}"
                 print(
                     f"[{done}/{total}] {program.name} {condition} {number}: "
-                    f"{describe(run, program, args.strict)} ({run.wall_s:.1f} s)",
+                    f"{describe(run, program, args.strict)} ({run.wall_s:.1f} s{load})",
                     flush=True,
                 )
+    return runs
+
+
+def load_saved(paths: list[Path], programs: list[Program]) -> dict[str, list[Run]]:
+    """The runs saved in results files of this benchmark, numbered anew per condition."""
+    runs: dict[str, list[Run]] = {p.name: [] for p in programs}
+    for path in paths:
+        try:
+            saved = json.loads(path.read_text(encoding="utf-8"))
+            entries = saved["programs"]
+        except (OSError, ValueError, KeyError, TypeError) as problem:
+            sys.exit(f"--merge: {path}: not a results file of {NAME} ({problem})")
+        for entry in entries:
+            if entry.get("program") not in runs:
+                continue  # not selected, or no longer a program
+            kept = runs[entry["program"]]
+            for r in entry["runs"]:
+                run = Run(bool(r["loaded"]), 1 + sum(k.loaded == bool(r["loaded"]) for k in kept))
+                run.findings = sorted((f["rule"], f["severity"]) for f in r["findings"])
+                run.error, run.wall_s = r["error"], float(r["wall_s"])
+                run.busy_cores, run.load = r.get("busy_cores"), r.get("load")
+                kept.append(run)
+    missing = [name for name, kept in runs.items() if not kept]
+    if missing:
+        print(f"note: no saved runs of {', '.join(missing)}")
+    return {name: kept for name, kept in runs.items() if kept}
+
+
+def main() -> int:
+    args = parse_args()
+    programs = select(all_programs(), args.only)
+    if args.list:
+        print("\n".join(p.name for p in programs))
+        return 0
+    hogs = 2 * cores() if args.hogs is None else args.hogs
+    if args.merge:
+        runs = load_saved(args.merge, programs)
+        programs = [p for p in programs if p.name in runs]
+        print(f"{len(programs)} programs, runs saved in {len(args.merge)} files")
+    else:
+        # One intra-op thread in both conditions, as the suite under load has (tests/load.py:
+        # with every core busy, torch's spinning OpenMP threads make a program ~40 times
+        # slower): the load is then the only difference between a quiet run and a loaded one.
+        one_thread_per_program(os.environ)
+        load = "the load already there" if args.external_load else f"{hogs} busy loops"
+        print(
+            f"{len(programs)} programs, {args.runs} runs each ({args.condition}); "
+            f"loaded: {load} on {cores()} cores"
+        )
+        runs = record_all(programs, args, hogs)
 
     rows: list[list[str]] = []
     summary: list[list[str]] = []
@@ -253,6 +324,7 @@ def main() -> int:
         for r in runs[program.name]:
             condition = f"{'loaded' if r.loaded else 'quiet'} {r.number}"
             busy = "" if r.busy_cores is None else f"{r.busy_cores:.1f}"
+            load = "" if r.load is None else f"{r.load:.1f}"
             rows.append(
                 [
                     program.name,
@@ -260,6 +332,7 @@ def main() -> int:
                     describe(r, program, args.strict),
                     f"{r.wall_s:.1f}",
                     busy,
+                    load,
                 ]
             )
         summary.append([program.name, "yes" if same else "NO", "yes" if as_expected else "NO"])
@@ -279,6 +352,7 @@ def main() -> int:
                         "error": r.error,
                         "wall_s": round(r.wall_s, 2),
                         "busy_cores": None if r.busy_cores is None else round(r.busy_cores, 2),
+                        "load": None if r.load is None else round(r.load, 2),
                     }
                     for r in runs[program.name]
                 ],
@@ -291,7 +365,9 @@ def main() -> int:
         else " ([...]: not compared: an example's optional rules, a client's info findings)"
     )
     print_rows(
-        ["program", "run", "findings", "wall s", "busy cores"], rows, f"Findings of each run{note}"
+        ["program", "run", "findings", "wall s", "busy cores", "load"],
+        rows,
+        f"Findings of each run{note}",
     )
     print_rows(["program", "identical", "as expected"], summary, "Verdicts, quiet and loaded")
 
@@ -300,16 +376,29 @@ def main() -> int:
     payload: dict[str, Any] = {
         "benchmark": NAME,
         "environment": environment(),
-        "settings": {"runs": args.runs, "hogs": hogs, "strict": args.strict, "only": args.only},
+        "settings": {
+            "runs": args.runs,
+            "hogs": 0 if args.external_load else hogs,
+            "external_load": args.external_load,
+            "condition": args.condition,
+            "merged": [str(m) for m in args.merge or []],
+            "strict": args.strict,
+            "only": args.only,
+        },
         "programs": results,
     }
     path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     print(f"result written to {path}")
     if unexpected:
         print(f"note: not the verdict their tests expect: {', '.join(unexpected)}")
+    counts = {
+        c: sum(r.loaded == (c == "loaded") for kept in runs.values() for r in kept)
+        // max(1, len(programs))
+        for c in ("quiet", "loaded")
+    }
     detail = (
         f"{len(programs) - len(differing)}/{len(programs)} programs gave identical verdicts "
-        f"in {args.runs} quiet and {args.runs} loaded runs"
+        f"in {counts['quiet']} quiet and {counts['loaded']} loaded runs"
     )
     if differing:
         detail += f"; differing: {', '.join(differing)}"
