@@ -32,10 +32,17 @@ def window(
     recordings.mkdir()
     monkeypatch.setattr(mainwindow, "recordings_dir", lambda: recordings)
     win = MainWindow(store)
-    qtbot.addWidget(win)
+
+    def end_the_run() -> None:
+        # Before pytest-qt closes the window: a run still going (a test that failed midway)
+        # would make closeEvent ask "Stop the run and quit?", a modal nobody answers.
+        controller = win.session.controller
+        if controller is not None and controller.running:
+            controller.kill()
+            assert controller.wait(20)
+
+    qtbot.addWidget(win, before_close_func=lambda _: end_the_run())
     win.resize(1200, 800)
     win.show()
     yield win
-    if win.session.controller is not None and win.session.controller.running:
-        win.session.controller.kill()
-        assert win.session.controller.wait(20)
+    end_the_run()
