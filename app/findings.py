@@ -138,6 +138,13 @@ def no_problems_html(profile: Profile, final: bool) -> str:
         if final
         else "Findings update while the run goes on."
     )
+    if profile.damaged is not None:  # a verdict on a fragment says it is one
+        head = "No problems found in the part that could be read"
+        note = (
+            f"This file is damaged: {_e(profile.damaged.reason)}. Only "
+            f"{profile.damaged.read_bytes:,} of its {profile.damaged.file_bytes:,} bytes were "
+            "read; the rest of the run is not judged."
+        )
     return f"<h3>{head}</h3><p>{note}</p><table cellspacing='6'>{table}</table>"
 
 
@@ -222,6 +229,8 @@ class FindingsPanel(QWidget):
     def _update_header(self) -> None:
         findings = self.diagnosis.findings
         state = "" if self.final else " (run in progress)"
+        if self.profile is not None and self.profile.damaged is not None:
+            state = " in the part of the damaged file that could be read"
         if not findings:
             self.header.setText(f"No problems found{state}")
             return

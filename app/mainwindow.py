@@ -45,6 +45,7 @@ from app.timeline import TimelineView
 from profiler.diagnosis import Finding
 from profiler.diagnosis.contents import Census, census_label
 from profiler.launch.spec import ExitStatus, default_profile_name
+from profiler.output_path import OutputError
 from profiler.profile.model import Profile
 from profiler.profile.storage import SUFFIX, ProfileError, load_profile
 from profiler.report import write_html
@@ -490,6 +491,9 @@ class MainWindow(Comparing, QMainWindow):
         QApplication.setOverrideCursor(Qt.CursorShape.WaitCursor)
         try:
             size = write_html(self.profile.snapshot(), path)
+        except OutputError as exc:  # a folder, or one that does not exist: nothing written
+            self.show_error("Cannot export the report", exc.problem)
+            return False
         except OSError as exc:
             self.show_error("Cannot export the report", f"{path}: {exc.strerror or exc}")
             return False

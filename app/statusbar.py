@@ -116,6 +116,12 @@ class RunStatusBar(QStatusBar):
         """The figures of `profile`; `elapsed` is the time since a running one started."""
         if running:
             self.state_label.setText("Stopping…" if stopping else "Running")
+        elif profile.damaged is not None:
+            damage = profile.damaged
+            self.state_label.setText(
+                f"Damaged file: read {damage.read_bytes:,} of {damage.file_bytes:,} bytes"
+            )
+            elapsed = profile.duration
         else:
             self.state_label.setText(f"Ended: {profile.info.ended_by}")
             elapsed = profile.duration

@@ -23,21 +23,28 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import profiler
+from profiler.command_line import ArgumentParser, UsageError
 from profiler.gates import (
     FAIL_ON,
     GATE_FAILED,
+    Baseline,
+    baseline_failures,
     findings_failures,
-    growth_failures,
     parse_percent,
     peak_failures,
+    read_baseline,
 )
 from profiler.launch.launchers import python_program_on_path
 from profiler.launch.preflight import (
+    MAX_CENSUS_EVERY,
+    MAX_INTERVAL_MS,
+    MIN_INTERVAL_MS,
     InvalidSetting,
     Problem,
     Setting,
     census_from_text,
     check_run,
+    interval_from_text,
     ram_budget_from_text,
 )
 from profiler.launch.runtime import default_python
@@ -56,7 +63,8 @@ from profiler.profile.summary import (
     to_json,
 )
 from profiler.terminal_text import terminal_safe
-from profiler.units import format_bytes, format_duration, parse_bytes
+from profiler.typed_values import MAX_PERCENT, integer_between, shown, size_between
+from profiler.units import format_bytes, format_duration
 
 if TYPE_CHECKING:
     from profiler.diagnosis import Diagnosis
@@ -97,10 +105,8 @@ options:
 
 T = TypeVar("T")
 
-
-class UsageError(Exception):
-    """Bad command-line input: reported as `memsight: error: ...` with exit status 2."""
-
+# Entries of the allocator's history: 100 times the default, already gigabytes of stacks.
+MAX_CUDA_HISTORY = 10_000_000
 
 # -- run ------------------------------------------------------------------------------------------
 
@@ -111,7 +117,7 @@ _RUN_VALUE_OPTIONS = {
 
 
 def _run_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="memsight run",
         usage="memsight run [options] SCRIPT [ARGS...]\n       memsight run [options] -m MODULE [ARGS...]",
         description=(
@@ -137,10 +143,9 @@ def _run_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--interval-ms",
-        type=float,
-        default=DEFAULT_INTERVAL_MS,
         metavar="N",
-        help=f"sampling interval in milliseconds (default {DEFAULT_INTERVAL_MS:g})",
+        help=f"sampling interval in milliseconds, from {MIN_INTERVAL_MS:g} to "
+        f"{MAX_INTERVAL_MS:g} (default {DEFAULT_INTERVAL_MS:g})",
     )
     parser.add_argument(
         "--python",
@@ -164,7 +169,7 @@ def _run_parser() -> argparse.ArgumentParser:
         default="auto",
         help="censuses of live tensors and what holds them, taken between iterations: auto "
         "(after 5 iterations, then at 10, 20, 40, ..., within 0.5%% of the run's time), never, "
-        "or every-N (every N iterations) (default: auto)",
+        f"or every-N (every N iterations, N up to {MAX_CENSUS_EVERY:,}) (default: auto)",
     )
     parser.add_argument(
         "--cuda-history",
@@ -173,7 +178,8 @@ def _run_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="once the script has initialised CUDA, have PyTorch's caching allocator record "
         "the Python stack of every allocation and its last N alloc/free events "
-        f"(default N {DEFAULT_CUDA_HISTORY:,}; write --cuda-history=N), and keep its "
+        f"(default N {DEFAULT_CUDA_HISTORY:,}, at most {MAX_CUDA_HISTORY:,}; write "
+        "--cuda-history=N), and keep its "
         "snapshot at an out-of-memory error and at exit for `memsight export --memory-viz`. "
         "A script that records history itself keeps its own settings",
     )
@@ -212,7 +218,8 @@ def _run_parser() -> argparse.ArgumentParser:
     gate.add_argument(
         "--max-growth",
         metavar="PCT",
-        help="with --baseline: fail when a peak grew more than PCT, e.g. 10%% (default 10%%)",
+        help="with --baseline: fail when a peak grew more than PCT, e.g. 10%% (default 10%%; "
+        f"up to {MAX_PERCENT:g}%%). The baseline is read before the script starts",
     )
     return parser
 
@@ -244,8 +251,8 @@ def _check_options(options: argparse.Namespace) -> CheckOptions | None:
         return None
     if options.max_growth is not None and options.baseline is None:
         raise UsageError("--max-growth needs --baseline OLD.memsight to compare with")
-    ram = _gate_value("--max-peak-ram", options.max_peak_ram, parse_bytes)
-    gpu = _gate_value("--max-peak-gpu", options.max_peak_gpu, parse_bytes)
+    ram = _gate_value("--max-peak-ram", options.max_peak_ram, size_between)
+    gpu = _gate_value("--max-peak-gpu", options.max_peak_gpu, size_between)
     growth = _gate_value("--max-growth", options.max_growth, parse_percent)
     if options.baseline is not None and not os.path.isfile(options.baseline):
         raise UsageError(f"--baseline: {options.baseline}: no such profile")
@@ -263,15 +270,24 @@ def _gate_value(option: str, text: str | None, parse: Callable[[str], T]) -> T |
         raise UsageError(f"{option}: {exc}") from None
 
 
-def _run_check(out: Path, check: CheckOptions, quiet: bool) -> list[str]:
+def _read_baseline(check: CheckOptions | None) -> Baseline | None:
+    """The --baseline profile's peaks, read before the script starts: a baseline that cannot
+    be compared with is a usage error now, not a failed check after the whole run."""
+    if check is None or check.baseline is None:
+        return None
+    try:
+        return read_baseline(check.baseline)
+    except ValueError as exc:
+        raise UsageError(f"--baseline: {exc}") from None
+
+
+def _run_check(out: Path, check: CheckOptions, baseline: Baseline | None, quiet: bool) -> list[str]:
     """The report of the finished run, then every gate that failed, one line each."""
-    from profiler.comparison import compare
     from profiler.diagnosis import diagnose
     from profiler.diagnosis.text import format_findings
 
     try:
         profile = load_profile(out)
-        baseline = load_profile(check.baseline) if check.baseline is not None else None
     except ProfileError as exc:
         return [f"cannot read a profile: {exc}"]
     diagnosis = diagnose(profile)
@@ -281,7 +297,7 @@ def _run_check(out: Path, check: CheckOptions, quiet: bool) -> list[str]:
     failures = findings_failures(diagnosis, check.fail_on)
     failures += peak_failures(profile, check.max_peak_ram, check.max_peak_gpu)
     if baseline is not None:
-        failures += growth_failures(compare(baseline, profile), check.max_growth)
+        failures += baseline_failures(baseline, profile, check.max_growth)
     return failures
 
 
@@ -290,14 +306,9 @@ def _cuda_history(value: str | None) -> int:
     if value is None:
         return 0
     try:
-        entries = int(value.replace("_", "").replace(",", ""))
-    except ValueError:
-        entries = 0
-    if entries < 1:
-        raise UsageError(
-            f"--cuda-history: expected a number of entries of 1 or more, got {value!r}"
-        )
-    return entries
+        return integer_between(value, 1, MAX_CUDA_HISTORY, "a number of entries", grouped=True)
+    except ValueError as exc:
+        raise UsageError(f"--cuda-history: {exc}") from None
 
 
 def split_run_args(argv: Sequence[str]) -> tuple[list[str], str | None, bool, list[str]]:
@@ -358,9 +369,16 @@ def build_spec(
         raise UsageError("reading the script from standard input is not supported")
     try:
         budget = (
-            ram_budget_from_text(options.ram_budget) if options.ram_budget is not None else None
+            ram_budget_from_text(options.ram_budget, required=True)
+            if options.ram_budget is not None
+            else None
         )
         census = census_from_text(options.census)
+        interval_ms = (
+            DEFAULT_INTERVAL_MS
+            if options.interval_ms is None
+            else interval_from_text(options.interval_ms)
+        )
     except InvalidSetting as exc:
         raise UsageError(_problem_text(exc.problem)) from None
     cuda_history = _cuda_history(options.cuda_history)
@@ -375,7 +393,7 @@ def build_spec(
         module=is_module,
         cwd=os.getcwd(),
         python=python,
-        interval_ms=options.interval_ms,
+        interval_ms=interval_ms,
         hooks=not options.no_hooks,
         ram_budget_bytes=budget,
         census=census,
@@ -398,12 +416,15 @@ def _problem_text(problem: Problem) -> str:
 
 def _out_path(spec: RunSpec, out: str | None) -> Path:
     if out is not None:
-        path = Path(out)
-        if path.is_dir():
-            raise UsageError(f"--out: {out} is a directory")
-        if not path.parent.is_dir():
-            raise UsageError(f"--out: no such directory: {path.parent}")
-        return path
+        from profiler.output_path import OutputError, output_target
+
+        try:
+            target = output_target(out)
+        except OutputError as exc:
+            raise UsageError(f"--out: {exc.problem}") from None
+        if target.stdout:  # the target's own output goes there
+            raise UsageError("--out: - is the target's standard output; name a file")
+        return Path(out)
     path = Path(default_profile_name(spec))
     n = 1
     while path.exists():
@@ -450,6 +471,7 @@ def cmd_run(argv: Sequence[str], end_like_target: bool = False) -> int:
     check = _check_options(options)
     spec = build_spec(options, target, is_module, target_args)
     out = _out_path(spec, options.out)
+    baseline = _read_baseline(check)
     # Outside a terminal's foreground no Ctrl+C comes, but a signal sent to our process group
     # (`kill -INT -PGID`, a job runner stopping its job) would reach a target in the group
     # directly and again through us: there the target gets a group of its own, and every
@@ -520,7 +542,7 @@ def cmd_run(argv: Sequence[str], end_like_target: bool = False) -> int:
             signal.signal(sig, handler)
     if not options.quiet and check is None:
         _report_saved(out)
-    failures = _run_check(out, check, options.quiet) if check is not None else []
+    failures = _run_check(out, check, baseline, options.quiet) if check is not None else []
     for failure in failures:
         sys.stderr.write(f"memsight: check failed: {terminal_safe(failure)}\n")
     if check is not None and not failures and not options.quiet:
@@ -575,6 +597,9 @@ def _say(options: argparse.Namespace, message: str, recording: Recording | None 
 
 
 def _report_saved(path: Path) -> None:
+    if not path.is_file():  # a device or a FIFO was written into: there is nothing to read back
+        sys.stderr.write(f"memsight: wrote the profile into {terminal_safe(str(path))}\n")
+        return
     try:
         profile = load_profile(path)
     except ProfileError as exc:
@@ -608,7 +633,7 @@ def _report_saved(path: Path) -> None:
 
 
 def _report_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="memsight report",
         description=(
             "Summarize a saved profile: how the run ended, peaks and when they happened, child "
@@ -644,29 +669,48 @@ def _report_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _write_html(profile: Profile, diagnosis: Diagnosis, out: str) -> int | None:
+def _write_html(profile: Profile, diagnosis: Diagnosis, out: str) -> int:
+    """Write the HTML report by the one output rule (profiler/output_path.py); the status."""
+    from profiler.output_path import OutputError, output_failure, output_target
     from profiler.report import write_html
 
-    target = Path(out)
-    if target.is_dir():
-        sys.stderr.write(f"memsight: error: --html: {terminal_safe(out)} is a directory\n")
-        return None
-    if not target.parent.is_dir():
-        shown = terminal_safe(str(target.parent))
-        sys.stderr.write(f"memsight: error: --html: no such directory: {shown}\n")
-        return None
     try:
-        size = write_html(profile, target, diagnosis)
-    except OSError as exc:
-        problem = terminal_safe(f"cannot write {out}: {exc.strerror or exc}")
-        sys.stderr.write(f"memsight: error: --html: {problem}\n")
-        return None
+        size = write_html(profile, output_target(out), diagnosis)
+    except (OutputError, OSError) as exc:
+        status, problem = output_failure(exc, out)
+        sys.stderr.write(f"memsight: error: --html: {terminal_safe(problem)}\n")
+        return status
     sys.stderr.write(f"memsight: wrote {terminal_safe(out)} ({format_bytes(size)})\n")
-    return size
+    return 0
+
+
+# The most censuses or iterations a WHEN can name: no run comes near it.
+MAX_CENSUS_NUMBER = 10**12
+
+
+def census_choice(option: str, text: str) -> str:
+    """--contents/--since's WHEN, read before the profile: first, last, oom, an index or
+    step:N (ASCII digits, within MAX_CENSUS_NUMBER), as diagnosis.contents.pick reads it."""
+    if text in ("first", "last", "oom"):
+        return text
+    try:
+        if text.startswith(("step:", "iteration:")):
+            word, number = text.split(":", 1)
+            return f"{word}:{integer_between(number, 0, MAX_CENSUS_NUMBER, 'an iteration')}"
+        return str(integer_between(text, -MAX_CENSUS_NUMBER, MAX_CENSUS_NUMBER, "an index"))
+    except ValueError:
+        raise UsageError(
+            f"{option}: choose a census as first, last, oom, an index (0, 1, -1) or step:N, "
+            f"not {shown(text)}"
+        ) from None
 
 
 def cmd_report(argv: Sequence[str]) -> int:
     options = _report_parser().parse_args(argv)
+    if options.contents is not None:
+        options.contents = census_choice("--contents", options.contents)
+    if options.since is not None:
+        options.since = census_choice("--since", options.since)
     try:
         profile = load_profile(options.profile)
     except ProfileError as exc:
@@ -691,13 +735,14 @@ def cmd_report(argv: Sequence[str]) -> int:
         except ValueError as exc:
             sys.stderr.write(f"memsight: error: --contents: {terminal_safe(str(exc))}\n")
             return 2
+    if options.html == "-" and options.json:
+        sys.stderr.write("memsight: error: --html - and --json both write to standard output\n")
+        return 2
     diagnosis = diagnose(profile)
     if options.html is not None:
-        written = _write_html(profile, diagnosis, options.html)
-        if written is None:
-            return 1
-        if not options.json:
-            return 0
+        status = _write_html(profile, diagnosis, options.html)
+        if status or not options.json:
+            return status
     if options.json:
         findings = [finding_to_json(f) for f in diagnosis.findings]
         data = to_json(profile, findings)
@@ -705,19 +750,57 @@ def cmd_report(argv: Sequence[str]) -> int:
         data["failed_rules"] = dict(diagnosis.failed)
         if contents is not None:
             data["contents"] = contents
+        data["damaged"] = _damage_json(profile)
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
     else:
         # The target's strings are in both: shown escaped, never acted on by the terminal.
-        report = format_text(profile, options.profile) + "\n" + format_findings(diagnosis)
+        verdict = format_findings(diagnosis)
+        if profile.damaged is not None:
+            verdict = _damage_text(profile) + verdict.replace(*_WHOLE_RUN_VERDICT)
+        report = format_text(profile, options.profile) + "\n" + verdict
         sys.stdout.write(terminal_safe(report, lines=True))
     return 0
+
+
+# A damaged file's verdict is about the part read, never about the whole run.
+_WHOLE_RUN_VERDICT = (
+    "none of the rules matched this run.",
+    "none of the rules matched the part of the run that could be read.",
+)
+
+
+def _damage_json(profile: Profile) -> dict[str, Any] | None:
+    """`report --json`'s "damaged": what is wrong with the file and what of it was read."""
+    damage = profile.damaged
+    if damage is None:
+        return None
+    s = summarize(profile)
+    return {
+        "reason": damage.reason,
+        "read_bytes": damage.read_bytes,
+        "file_bytes": damage.file_bytes,
+        "samples": s.samples,
+        "duration_s": s.duration_s,
+    }
+
+
+def _damage_text(profile: Profile) -> str:
+    damage = profile.damaged
+    assert damage is not None
+    s = summarize(profile)
+    return (
+        f"DAMAGED FILE: {damage.reason}.\n"
+        f"  Read {damage.read_bytes:,} of {damage.file_bytes:,} bytes: {s.samples:,} samples "
+        f"over {format_duration(s.duration_s)}. The findings below judge only that part;\n"
+        "  the rest of the run is not in the file.\n\n"
+    )
 
 
 # -- export ---------------------------------------------------------------------------------------
 
 
 def _export_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="memsight export",
         description=(
             "Write what a saved profile holds in another tool's format. --memory-viz writes a "
@@ -749,7 +832,25 @@ def _export_parser() -> argparse.ArgumentParser:
     return parser
 
 
+MAX_SNAPSHOT_NUMBER = 1_000_000
+
+
+def _snapshot_choice(text: str) -> str:
+    """--at's WHICH, read before the profile: oom, exit or a snapshot number (ASCII digits)."""
+    which = text.strip(" \t").lower()
+    if which in ("oom", "exit"):
+        return which
+    try:
+        return str(integer_between(which, 0, MAX_SNAPSHOT_NUMBER, "a snapshot number"))
+    except ValueError:
+        raise UsageError(
+            f"--at: expected oom, exit or a snapshot number from 0 to {MAX_SNAPSHOT_NUMBER:,}, "
+            f"not {shown(text)}"
+        ) from None
+
+
 def cmd_export(argv: Sequence[str]) -> int:
+    from profiler.output_path import OutputError, output_failure, output_target, write_output
     from profiler.profile.attachments import choose_snapshot, cuda_snapshots, describe_snapshot
     from profiler.profile.storage import read_attachment
 
@@ -757,6 +858,8 @@ def cmd_export(argv: Sequence[str]) -> int:
     options = parser.parse_args(argv)
     if options.memory_viz is None and not options.list:
         raise UsageError("export: say what to write, e.g. --memory-viz OUT.pickle")
+    if options.at is not None:
+        options.at = _snapshot_choice(options.at)
     try:
         profile = load_profile(options.profile)
     except ProfileError as exc:
@@ -780,34 +883,19 @@ def cmd_export(argv: Sequence[str]) -> int:
     except ValueError as exc:
         sys.stderr.write(f"memsight: error: --at: {exc}\n")
         return 1
-    target = Path(options.memory_viz)
-    if target.is_dir():
-        sys.stderr.write(
-            f"memsight: error: --memory-viz: {terminal_safe(str(target))} is a directory\n"
-        )
-        return 1
-    if not target.parent.is_dir():
-        shown = terminal_safe(str(target.parent))
-        sys.stderr.write(f"memsight: error: --memory-viz: no such directory: {shown}\n")
-        return 1
-    partial = target.with_name(f".{target.name}.partial")
+    target = options.memory_viz
     try:
-        with open(partial, "wb") as f:
-            for chunk in read_attachment(
-                options.profile, chosen.attachment_id, chosen.bytes, chosen.sha256
-            ):
-                f.write(chunk)
-        os.replace(partial, target)
+        write_output(
+            output_target(target),
+            read_attachment(options.profile, chosen.attachment_id, chosen.bytes, chosen.sha256),
+        )
     except ProfileError as exc:
         sys.stderr.write(f"memsight: error: {terminal_safe(str(exc))}\n")
         return 1
-    except OSError as exc:
-        problem = terminal_safe(f"cannot write {target}: {exc.strerror or exc}")
-        sys.stderr.write(f"memsight: error: --memory-viz: {problem}\n")
-        return 1
-    finally:
-        with contextlib.suppress(OSError):
-            partial.unlink()
+    except (OutputError, OSError) as exc:
+        status, problem = output_failure(exc, target)
+        sys.stderr.write(f"memsight: error: --memory-viz: {terminal_safe(problem)}\n")
+        return status
     wrote = terminal_safe(f"{target} ({format_bytes(chosen.bytes)}): {describe_snapshot(chosen)}")
     sys.stderr.write(
         f"memsight: wrote {wrote}\n"

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from profiler.command_line import ArgumentParser
 from profiler.comparison import (
     SIGNIFICANT_BYTES,
     SIGNIFICANT_BYTES_PER_ITERATION,
@@ -27,7 +28,7 @@ from profiler.units import format_bytes, format_duration
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="memsight compare",
         description=(
             "Compare two runs, typically the same script before and after a change: peaks "
@@ -59,6 +60,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def cmd_compare(argv: Sequence[str]) -> int:
     options = _parser().parse_args(list(argv))
+    if options.html == "-":
+        sys.stderr.write("memsight: error: --html: standard output holds the comparison\n")
+        return 2
     max_growth = None
     if options.max_growth is not None:
         try:
@@ -73,17 +77,17 @@ def cmd_compare(argv: Sequence[str]) -> int:
         return 1
     comparison = compare(before, after)
     if options.html is not None:
+        from profiler.output_path import OutputError, output_failure, output_target, write_output
         from profiler.report.compare_html import render_compare_html
 
-        page = render_compare_html(comparison, options.before, options.after)
         try:
-            with open(options.html, "w", encoding="utf-8") as f:
-                f.write(page)
-        except OSError as exc:
-            sys.stderr.write(
-                f"memsight: error: {terminal_safe(options.html)}: {exc.strerror or exc}\n"
-            )
-            return 1
+            target = output_target(options.html)
+            page = render_compare_html(comparison, options.before, options.after)
+            write_output(target, [page.encode("utf-8")])
+        except (OutputError, OSError) as exc:
+            status, problem = output_failure(exc, options.html)
+            sys.stderr.write(f"memsight: error: --html: {terminal_safe(problem)}\n")
+            return status
     failures = growth_failures(comparison, max_growth) if max_growth is not None else []
     if options.json:
         data = comparison_to_json(comparison)

@@ -7,15 +7,18 @@ script's own exit status).
 
 from __future__ import annotations
 
-import re
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from profiler.profile.model import Profile
+from profiler.profile.storage import ProfileError, load_profile
 from profiler.profile.summary import summarize, summarize_processes
+from profiler.typed_values import share_of_percent
 from profiler.units import format_bytes
 
 if TYPE_CHECKING:  # the diagnosis is imported when a gate runs, not when memsight starts
-    from profiler.comparison import Comparison
+    from profiler.comparison import Change, Comparison
     from profiler.diagnosis import Diagnosis
 
 GATE_FAILED = 3
@@ -23,11 +26,9 @@ FAIL_ON = ("warning", "critical")
 
 
 def parse_percent(text: str) -> float:
-    """ "10%", "10", "2.5 %" -> 0.10, 0.10, 0.025; ValueError for anything else."""
-    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*%?\s*", text)
-    if match is None:
-        raise ValueError(f"not a percentage: {text!r} (examples: 10%, 2.5%)")
-    return float(match.group(1)) / 100.0
+    """ "10%", "10", "2.5 %" -> 0.10, 0.10, 0.025, up to MAX_PERCENT; ValueError for anything
+    else (typed_values.share_of_percent: ASCII digits, no infinity)."""
+    return share_of_percent(text)
 
 
 def findings_failures(diagnosis: Diagnosis, fail_on: str) -> list[str]:
@@ -63,10 +64,56 @@ def peak_failures(profile: Profile, max_ram: int | None, max_gpu: int | None) ->
     return failures
 
 
+@dataclass(frozen=True)
+class Baseline:
+    """The peaks of an earlier run that `--baseline` compares a run with, read before the run."""
+
+    path: str
+    peaks: dict[str, float]  # bytes, by the label comparison.peak_changes gives each peak
+
+
+def read_baseline(path: str) -> Baseline:
+    """The peaks of the profile at `path`; ValueError (one line, naming the file) when it
+    cannot be read or holds no peak to compare with. Read before the run starts, so a bad
+    baseline stops it before the script runs, and the profile is not kept in memory."""
+    try:
+        profile = load_profile(path)
+    except ProfileError as exc:
+        raise ValueError(str(exc)) from None
+    peaks = peaks_of(profile)
+    if not peaks:
+        raise ValueError(f"{path}: the profile holds no memory peak to compare with (no samples)")
+    return Baseline(path, peaks)
+
+
+def peaks_of(profile: Profile) -> dict[str, float]:
+    """Each peak a comparison weighs (comparison.peak_changes, one definition), by label."""
+    from profiler.comparison import peak_changes
+
+    return {c.label: c.before for c in peak_changes(profile, profile) if c.before is not None}
+
+
+def baseline_failures(baseline: Baseline, profile: Profile, max_growth: float) -> list[str]:
+    """Every peak of the baseline that grew in `profile` by more than `max_growth` (a share)."""
+    from profiler.comparison import Change
+
+    after = peaks_of(profile)
+    changes = [
+        Change(label, before, after[label], "bytes")
+        for label, before in baseline.peaks.items()
+        if label in after
+    ]
+    return _growth_lines(changes, max_growth)
+
+
 def growth_failures(comparison: Comparison, max_growth: float) -> list[str]:
     """Every peak present in both runs that grew by more than `max_growth` (a share)."""
+    return _growth_lines(comparison.peaks, max_growth)
+
+
+def _growth_lines(changes: Iterable[Change], max_growth: float) -> list[str]:
     failures = []
-    for change in comparison.peaks:
+    for change in changes:
         relative = change.relative
         if relative is None or change.before is None or change.after is None:
             continue

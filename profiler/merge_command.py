@@ -8,13 +8,21 @@ import os
 import sys
 from collections.abc import Sequence
 
-from profiler.profile.merge import ALIGNMENT_ERROR_MS, MergeError, merge_profiles
+from profiler.command_line import ArgumentParser
+from profiler.output_path import OutputError, output_failure, output_target
+from profiler.profile.merge import (
+    ALIGNMENT_ERROR_MS,
+    MAX_CLOCK_SPREAD,
+    MergeError,
+    MergeRefused,
+    merge_profiles,
+)
 from profiler.profile.storage import ProfileError
 from profiler.terminal_text import terminal_safe
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="memsight merge",
         description=(
             "Merge the profiles that the nodes of a multi-node job wrote (each node runs "
@@ -26,29 +34,48 @@ def _parser() -> argparse.ArgumentParser:
             "the machines' wall clocks disagree by, which memsight cannot measure (keep them in "
             "sync with NTP). The job's output is the first profile's; the other profiles' "
             "output, CUDA snapshots and records of child processes without memsight's agent "
-            "are left out (their own files keep them)."
+            "are left out (their own files keep them). "
+            "Refused: the same profile (or the same recording: host, pid and start) twice, "
+            f"and profiles that started more than {MAX_CLOCK_SPREAD.days} days apart by their "
+            "wall clocks, unless --force."
         ),
         epilog="exit status: 0 when written; 1 when an input cannot be read or the output "
-        "cannot be written; 2 for a usage error.",
+        "cannot be written; 2 for a usage error (an input given twice, clocks too far apart, "
+        "an existing OUT without --force, OUT one of the inputs).",
     )
     parser.add_argument("profiles", nargs="+", metavar="NODE.memsight", help="the nodes' profiles")
     parser.add_argument(
         "-o", "--out", required=True, metavar="JOB.memsight", help="the job profile to write"
     )
-    parser.add_argument("--force", action="store_true", help="replace OUT if it exists")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace OUT if it exists, and merge profiles whose wall-clock starts are more "
+        f"than {MAX_CLOCK_SPREAD.days} days apart",
+    )
     return parser
 
 
-def _is_an_input(out: str, inputs: list[str]) -> bool:
-    """Whether OUT names an input file, however spelled (a link, a linked folder)."""
-    real = os.path.realpath(out)
-    for path in inputs:
-        if os.path.realpath(path) == real:
-            return True
-        with contextlib.suppress(OSError):
-            if os.path.samefile(path, out):  # a hard link
-                return True
+def _same_file(one: str, other: str) -> bool:
+    """Whether two names are one file, however spelled (a link, a linked folder, a hard link)."""
+    if os.path.realpath(one) == os.path.realpath(other):
+        return True
+    with contextlib.suppress(OSError):
+        return os.path.samefile(one, other)
     return False
+
+
+def _is_an_input(out: str, inputs: list[str]) -> bool:
+    return any(_same_file(path, out) for path in inputs)
+
+
+def _given_twice(inputs: list[str]) -> tuple[str, str] | None:
+    """The first input named again later (the later name, the earlier), or None."""
+    for index, path in enumerate(inputs):
+        for earlier in inputs[:index]:
+            if _same_file(path, earlier):
+                return path, earlier
+    return None
 
 
 def cmd_merge(argv: Sequence[str]) -> int:
@@ -57,20 +84,37 @@ def cmd_merge(argv: Sequence[str]) -> int:
     if _is_an_input(out, options.profiles):
         sys.stderr.write(f"memsight: error: {terminal_safe(out)} is one of the inputs\n")
         return 2
-    if os.path.exists(out) and not options.force:
+    twice = _given_twice(options.profiles)
+    if twice is not None:
+        again, first = (terminal_safe(name) for name in twice)
+        same = "is given twice" if twice[0] == twice[1] else f"is the same file as {first}"
+        sys.stderr.write(f"memsight: error: {again} {same}: give each node's profile once\n")
+        return 2
+    try:
+        target = output_target(out)
+    except OutputError as exc:
+        sys.stderr.write(f"memsight: error: -o: {terminal_safe(exc.problem)}\n")
+        return output_failure(exc, out)[0]
+    # Only a regular file is ever replaced; a device or a FIFO is written into, as by `>`.
+    if target.exists and not options.force:
         sys.stderr.write(
             f"memsight: error: {terminal_safe(options.out)} exists (--force replaces it)\n"
         )
         return 2
     try:
-        result = merge_profiles(options.profiles, options.out)
+        result = merge_profiles(options.profiles, target, force=options.force)
+    except MergeRefused as exc:
+        sys.stderr.write(f"memsight: error: {terminal_safe(str(exc))}\n")
+        return 2
     except (ProfileError, MergeError) as exc:
         sys.stderr.write(f"memsight: error: {terminal_safe(str(exc))}\n")
         return 1
-    except OSError as exc:
-        sys.stderr.write(f"memsight: error: {terminal_safe(options.out)}: {exc.strerror or exc}\n")
-        return 1
+    except (OutputError, OSError) as exc:
+        status, problem = output_failure(exc, out)
+        sys.stderr.write(f"memsight: error: -o: {terminal_safe(problem)}\n")
+        return status
     merged = result.inputs
+    said = sys.stderr if target.stdout else sys.stdout  # `-o -`: stdout holds the profile
     for line in result.warnings:
         sys.stderr.write(f"memsight: warning: {terminal_safe(line)}\n")
     for entry in merged:
@@ -80,8 +124,8 @@ def cmd_merge(argv: Sequence[str]) -> int:
             else f"clock shifted {entry.shift_ns / 1e6:+.1f} ms"
         )
         name = terminal_safe(entry.hostname or "?")
-        sys.stdout.write(f"  {terminal_safe(entry.path)}  ({name}, {shift})\n")
-    sys.stdout.write(
+        said.write(f"  {terminal_safe(entry.path)}  ({name}, {shift})\n")
+    said.write(
         f"memsight: wrote {terminal_safe(options.out)}: {len(merged)} profiles on one clock, "
         f"aligned to within about {ALIGNMENT_ERROR_MS:g} ms plus the machines' clock skew "
         "(not measured)\n"

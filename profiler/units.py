@@ -8,6 +8,7 @@ syntax Python 3.9 runs.
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from typing import Optional, Tuple
 
 # Binary units, smallest first. Sizes are always written in these.
@@ -29,6 +30,10 @@ UNIT_BYTES = {
     "g": 1024**3, "gb": 1024**3, "gib": 1024**3,
     "t": 1024**4, "tb": 1024**4, "tib": 1024**4,
 }  # fmt: skip
+
+
+# A size as typed: ASCII digits and spaces only (re.ASCII: no superscript or full-width digit).
+_SIZE = re.compile(r"[ \t]*([0-9]+(?:\.[0-9]*)?)[ \t]*([A-Za-z]*)[ \t]*", re.ASCII)
 
 
 def unit_for(value: float) -> Tuple[str, int]:
@@ -62,15 +67,27 @@ def format_signed_bytes(delta: float) -> str:
     return ("+" if delta >= 0 else "-") + format_bytes(abs(delta))
 
 
-def parse_bytes(text: str) -> int:
-    """'512MiB', '1.5 GiB', '2g', '1048576' -> bytes (binary units; KB means KiB here too)."""
-    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([A-Za-z]*)\s*", text)
+def exact_bytes(text: str) -> Optional[Decimal]:
+    """The bytes a typed size stands for ('1.5 KiB' -> 1536; a 400-digit size a Decimal of
+    that size, never a float's infinity, exact to 28 significant digits); None when `text` is
+    not a size. ASCII digits only."""
+    match = _SIZE.fullmatch(text)
     if match is None or match.group(2).lower() not in UNIT_BYTES:
+        return None
+    return Decimal(match.group(1)) * UNIT_BYTES[match.group(2).lower()]
+
+
+def parse_bytes(text: str) -> int:
+    """'512MiB', '1.5 GiB', '2g', '1048576' -> bytes (binary units; KB means KiB here too).
+    ValueError for anything else, and for sizes under 1 byte or beyond int64."""
+    exact = exact_bytes(text)
+    if exact is None:
         raise ValueError(f"not a size: {text!r} (examples: 512MiB, 1.5GiB, 2G)")
-    value = bytes_of(match.group(1), match.group(2))
-    if value < 1:
+    if exact >= 2**63:
+        raise ValueError(f"too large a size: {text!r}")
+    if exact < 1:
         raise ValueError(f"not a positive size: {text!r}")
-    return value
+    return int(exact)
 
 
 def format_duration(seconds: float) -> str:

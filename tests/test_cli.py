@@ -50,11 +50,13 @@ def test_dash_m_without_a_module_is_a_usage_error() -> None:
         (["run", "missing.py"], "The script missing.py does not exist."),
         (
             ["run", "--interval-ms", "0", "t.py"],
-            "--interval-ms: The sampling interval must be at least",
+            "--interval-ms: The sampling interval must be a number of milliseconds between 0.5 "
+            "and 60000, not '0'.",
         ),
         (
             ["run", "--interval-ms", "nan", "t.py"],
-            "--interval-ms: The sampling interval must be at least",
+            "--interval-ms: The sampling interval must be a number of milliseconds between 0.5 "
+            "and 60000, not 'nan'.",
         ),
         (
             ["run", "--python", "/no/such/python", "t.py"],
@@ -73,11 +75,12 @@ def test_dash_m_without_a_module_is_a_usage_error() -> None:
         ),
         (
             ["run", "--ram-budget", "0", "t.py"],
-            "--ram-budget: The RAM budget must be a size such as 6GiB or 512MiB, not '0'.",
+            "--ram-budget: The RAM budget must be a size between 1 B and 1024 TiB, not '0'.",
         ),
         (
             ["run", "--census", "sometimes", "t.py"],
-            "--census: Censuses are taken auto, never or every-N (N iterations), not 'sometimes'.",
+            "--census: Censuses are taken auto, never or every-N (N iterations, from 1 to "
+            "1,000,000), not 'sometimes'.",
         ),
         (["--bogus"], "unknown option --bogus"),
     ],
@@ -258,7 +261,11 @@ def test_report_contents_shows_the_holder_that_grew(tmp_path: Path) -> None:
     shown = memsight("report", str(out), "--contents", "last", "--since", "first")
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()
-    assert lines[0].startswith("What changed from optimizer step 5")
+    # The first census is at optimizer step 5 on a quiet machine; on a busy one the script can
+    # be slower to reach its loop than the first census on the clock (census_schedule.py).
+    assert re.match(
+        r"What changed from (optimizer step 5|[\d.]+ s) to optimizer step \d+", lines[0]
+    )
     assert "`kept` (list, local of `train()` in holder_local.py)" in lines[2]  # first: grew most
     data = json.loads(memsight("report", str(out), "--json", "--contents").stdout)
     assert data["contents"]["holders"][0]["holder"].startswith("`kept` (list")
@@ -360,7 +367,9 @@ def test_export_cannot_write_an_unwritable_folder(
 
 @pytest.mark.parametrize("value", ["0", "-5", "many"])
 def test_cuda_history_needs_a_positive_number(value: str) -> None:
-    with pytest.raises(UsageError, match="--cuda-history: expected a number"):
+    with pytest.raises(
+        UsageError, match="--cuda-history: must be a number of entries between 1 and"
+    ):
         _build(value)
 
 

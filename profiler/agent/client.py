@@ -8,6 +8,7 @@ only append to the queue under a lock; they never touch the socket.
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import os
 import socket
@@ -15,7 +16,7 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from typing import Any, Dict, NoReturn, Optional, Tuple
+from typing import Any, Dict, List, NoReturn, Optional, Tuple
 
 from .. import protocol
 from ..protocol import AGENT_TABLES, GPU_TABLE, HEAP_TABLE, encode_json_frame
@@ -30,6 +31,11 @@ RECENT_EXCEPTIONS = 256  # exceptions remembered by id, so one error is reported
 MONITORING_TOOL_IDS = (2, 3, 4)  # sys.monitoring.PROFILER_ID, then ids no tool claims
 IDLE_POLL_S = 0.05  # how often to look for torch / CUDA before CUDA is in use
 DIST_POLL_S = 0.5  # how often to look for torch.distributed's default process group
+CONNECT_TIMEOUT_S = 10.0
+# A fork child connects before its own code runs: a recorder that does not answer at once
+# must not hold it up for long (it then runs unobserved).
+FORK_CONNECT_TIMEOUT_S = 2.0
+MAX_CMDLINE_ARGS = 64
 
 
 def start_agent(config: Dict[str, Any]) -> "Agent":
@@ -85,19 +91,43 @@ class Agent(Outbox):
         self._dist_next = 0.0
         self._ended = False  # script_end was sent
         self._uncaught_reported = False
+        self._process_failed = False  # a multiprocessing.Process' target raised (agent/ends.py)
         # The allocator's history, snapshots and block list (agent/snapshots.py).
         self.snapshots = CudaSnapshots(self, max(cuda_history, 0), snapshot_dir)
-        self._sock = socket.create_connection((host, port), timeout=10)
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        hello: Dict[str, Any] = {
-            "python_version": "%d.%d.%d" % sys.version_info[:3],
-            "executable": sys.executable,
-        }
-        hello.update(_rank_environment(os.environ))
-        schemas = b"".join(schema.frame() for schema in AGENT_TABLES)
-        self._sock.sendall(protocol.hello_frame(token, self.pid, hello) + schemas)
-        self._thread = threading.Thread(target=self._loop, name="memsight-agent", daemon=True)
+        self._address = (host, port)
+        self._token = token
+        self._send_lock = threading.Lock()  # one sender at a time: the thread, or close()
+        self._sock_closed = False
+        # Made once: a fork child sends them too, and its time before its own code counts.
+        self._cmdline = _own_cmdline()
+        self._schema_frames = b"".join(schema.frame() for schema in AGENT_TABLES)
+        self._sock = self._connect(time.monotonic_ns(), CONNECT_TIMEOUT_S, forked=False)
+        # None in a fork child, whose loop runs on a bare thread (_start_in_child).
+        self._thread: Optional[threading.Thread] = threading.Thread(
+            target=self._loop, name="memsight-agent", daemon=True
+        )
         os.register_at_fork(after_in_child=self._forked)
+
+    def _connect(self, started_ns: int, timeout: float, forked: bool) -> socket.socket:
+        """A connection to the recorder that has said hello as this process."""
+        sock = _connect_to(self._address, timeout)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            hello: Dict[str, Any] = {
+                "python_version": "%d.%d.%d" % sys.version_info[:3],
+                "executable": sys.executable,
+                # Who it is, as it knows itself: the recorder may find it gone already.
+                "parent": os.getppid(),
+                "cmdline": self._cmdline,  # a fork child's is its parent's
+                "started_ns": started_ns,
+                "forked": forked,
+            }
+            hello.update(_rank_environment(os.environ))
+            sock.sendall(protocol.hello_frame(self._token, self.pid, hello) + self._schema_frames)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
 
     def start(self) -> None:
         if self.hooks and "torch" in sys.modules:
@@ -111,6 +141,7 @@ class Agent(Outbox):
             self._watcher.install()
         if self.hooks:
             self._start_monitoring()
+        assert self._thread is not None
         self._thread.start()
         import atexit
 
@@ -118,6 +149,28 @@ class Agent(Outbox):
         atexit.register(self._at_exit)
         self._watch_the_end()
         self._send_before_os_exit()
+        self._watch_children_end()
+
+    def _watch_children_end(self) -> None:
+        """How this process' own children end, and the exception that ends a
+        multiprocessing.Process run here (agent/ends.py)."""
+        try:
+            from . import ends
+
+            ends.watch_reaped_children(self._child_reaped)
+            ends.watch_process_exceptions(self._process_exception)
+        except Exception as err:
+            self.error("child_ends", err)
+
+    def _child_reaped(self, pid: int, exit_code: Optional[int], signal: Optional[int]) -> None:
+        self.event("child_reaped", pid=pid, exit_code=exit_code, signal=signal)
+
+    def _process_exception(self, exc: BaseException) -> None:
+        """The target of a multiprocessing.Process raised: the process ends with status 1."""
+        if isinstance(exc, SystemExit):
+            return
+        self._process_failed = True
+        self.report_exception(exc, where="process", uncaught=True)
 
     def _watch_the_end(self) -> None:
         """Mark the end of the script as an event (script_end), so that no rule mistakes the
@@ -157,7 +210,7 @@ class Agent(Outbox):
             return
         self._ended = True
         exc = self._uncaught()
-        self.event("script_end", uncaught=exc is not None)
+        self.event("script_end", uncaught=exc is not None or self._process_failed)
 
     @staticmethod
     def _uncaught() -> Optional[BaseException]:
@@ -183,8 +236,13 @@ class Agent(Outbox):
 
         def _exit(status: int) -> NoReturn:
             with contextlib.suppress(Exception):
-                if os.getpid() == self.pid:
+                if os.getpid() == self.pid and not self._closed:
                     self._mark_end()
+                    # Its own word on how it ends: a forked multiprocessing child ends here.
+                    # With the name it ends under: a DataLoader worker names itself as its loop
+                    # starts, and may end before the recorder has looked.
+                    self.event("os_exit", exit_code=int(status), name=_own_name())
+            with contextlib.suppress(Exception):
                 self.close()
             os_exit(status)
 
@@ -336,17 +394,21 @@ class Agent(Outbox):
         if self._closed or os.getpid() != self.pid:
             return
         self._stop.set()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(timeout=1.0)
+        thread = self._thread
+        if thread is not None and thread.is_alive() and thread is not threading.current_thread():
+            thread.join(timeout=1.0)
         try:
-            self._sample_once()
-            self._exit_snapshot()
+            if thread is not None:  # a fork child's loop is not waited for: it samples nothing
+                self._sample_once()
+                self._exit_snapshot()
             self._closed = True
             self._send_pending()
         finally:
             self._closed = True
-            with contextlib.suppress(OSError):
-                self._sock.close()
+            with self._send_lock:
+                self._sock_closed = True
+                with contextlib.suppress(OSError):
+                    self._sock.close()
 
     def _exit_snapshot(self) -> None:
         try:
@@ -477,20 +539,61 @@ class Agent(Outbox):
                 frames.append(encode_json_frame(protocol.EVENTS, _plain(batch)))
         if not frames:
             return True
-        try:
-            self._sock.sendall(b"".join(frames))
-            return True
-        except OSError:
-            self._closed = True  # the recorder is gone; the script carries on alone
-            return False
+        with self._send_lock:
+            if self._sock_closed:
+                return False
+            try:
+                self._sock.sendall(b"".join(frames))
+                return True
+            except OSError:
+                self._closed = True  # the recorder is gone; the script carries on alone
+                return False
 
     def _forked(self) -> None:
-        # A fork child (a DataLoader worker, say) inherits a copy of the socket and maybe a
-        # held lock, but not the thread: it must never write to the parent's stream.
+        """In a fork child (a DataLoader worker, a fork-context multiprocessing.Process).
+
+        It inherits a copy of the parent's socket and maybe a lock held by another thread at
+        the fork, but not the agent's thread: it must never write to the parent's stream.
+        It becomes a process of the job of its own: a fresh lock, an empty queue, a fresh
+        connection whose hello says who it is (its pid, parent and start), sent before any of
+        the child's code runs, so the recorder knows it however short its life. Nothing of
+        CUDA is touched (a fork child cannot use the parent's context). Without a recorder
+        to reach, it carries on unobserved, as before.
+        """
+        started = time.monotonic_ns()
         self._closed = True
         self._lock = threading.Lock()
         with contextlib.suppress(OSError):
             self._sock.close()
+        if _execs_next():
+            return  # subprocess' child, between its fork and its exec: not a process of its own
+        with contextlib.suppress(Exception):
+            self._start_in_child(started)
+
+    def _start_in_child(self, started_ns: int) -> None:
+        self.pid = os.getpid()
+        self._events = []
+        self._rows = {schema.id: bytearray() for schema in AGENT_TABLES}
+        self._send_lock = threading.Lock()
+        self._sock_closed = False
+        self._stop = threading.Event()
+        self._cuda = None
+        self._reader = None
+        self._ended = False
+        self._uncaught_reported = False
+        self._process_failed = False
+        self._sock = self._connect(started_ns, FORK_CONNECT_TIMEOUT_S, forked=True)
+        self._closed = False
+        censuses = getattr(self.instrumentation, "censuses", None)
+        if censuses is not None:
+            censuses.every = None  # no census in a fork child: DataLoader workers come by the dozen
+        # Rows of this process name things by the numbers its parent announced.
+        for name, name_id in list(self._names.items()):
+            self.event("name", id=name_id, name=name)
+        # A bare thread: threading.Thread.start() would wait for it to be scheduled, a cost
+        # every fork would pay before its own code runs. close() does not wait for it either.
+        self._thread = None
+        _thread.start_new_thread(self._loop, ())
 
 
 # torch.distributed's launchers (torchrun, accelerate, Lightning) say who a process is here.
@@ -509,6 +612,61 @@ def _rank_environment(environ: Any) -> Dict[str, int]:
         if value.isdigit() and len(value) < 10:
             found[key] = int(value)
     return found
+
+
+def _connect_to(address: Tuple[str, int], timeout: float) -> socket.socket:
+    """A TCP connection to `address`. A numeric host is connected to directly: a fork child's
+    first getaddrinfo() costs tens of milliseconds (it loads the resolver's configuration)."""
+    host, port = address
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            socket.inet_pton(family, host)
+        except (OSError, ValueError):
+            continue
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(timeout)
+            sock.connect((host, port))
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+    return socket.create_connection(address, timeout=timeout)
+
+
+def _execs_next() -> bool:
+    """Whether this fork child is subprocess' (Popen with a preexec_fn runs the fork handlers
+    in the child), which runs no Python of the program's and execs at once: the Python code
+    that forked is Popen._execute_child, possibly through agent/children.py's wrapper."""
+    frame: Any = sys._getframe(2)
+    for _ in range(4):
+        if frame is None:
+            return False
+        code = frame.f_code
+        if code.co_name == "_execute_child" and code.co_filename.endswith("subprocess.py"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _own_cmdline() -> List[str]:
+    """This process' command line as /proc shows it (a fork child: its parent's)."""
+    try:
+        with open("/proc/self/cmdline", "rb") as f:
+            raw = f.read(65536)
+        args = [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a]
+    except OSError:
+        args = list(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
+    return [a[:1000] for a in args[:MAX_CMDLINE_ARGS]]
+
+
+def _own_name() -> Optional[str]:
+    """This process' name as /proc shows it (what `prctl(PR_SET_NAME)` set), else None."""
+    try:
+        with open("/proc/self/comm", "rb") as f:
+            return f.read(64).decode("utf-8", "replace").strip() or None
+    except OSError:
+        return None
 
 
 def _plain(value: Any) -> Any:

@@ -16,9 +16,17 @@ from pathlib import Path
 from typing import Literal
 
 from profiler.launch.spec import RunSpec
-from profiler.units import parse_bytes
+from profiler.typed_values import (
+    OutOfRange,
+    integer_between,
+    number_between,
+    shown,
+    size_between,
+)
 
 MIN_INTERVAL_MS = 0.5
+MAX_INTERVAL_MS = 60_000.0  # a sample a minute: anything slower records next to nothing
+MAX_CENSUS_EVERY = 1_000_000  # iterations between censuses
 MIN_PYTHON = (3, 9)
 PROBE = (
     "import sys, importlib.util;"
@@ -47,26 +55,46 @@ class InvalidSetting(ValueError):
         self.problem = problem
 
 
-def ram_budget_from_text(text: str) -> int | None:
-    """The RAM budget a user typed ("6 GiB", "6G"); None for an empty field."""
-    if not text.strip():
+def interval_from_text(text: str) -> float:
+    """The sampling interval typed in milliseconds ("10", "0.5")."""
+    try:
+        return number_between(text, MIN_INTERVAL_MS, MAX_INTERVAL_MS, "a number of milliseconds")
+    except ValueError as exc:
+        raise InvalidSetting(Problem("interval", f"The sampling interval {exc}.")) from None
+
+
+def ram_budget_from_text(text: str, required: bool = False) -> int | None:
+    """The RAM budget a user typed ("6 GiB", "6G"); None for an empty field, unless
+    `required` (an option given on the command line must say something)."""
+    if not text.strip() and not required:
         return None
     try:
-        return parse_bytes(text)
+        return size_between(text)
+    except OutOfRange as exc:
+        message = f"The RAM budget {exc}."
     except ValueError:
-        message = f"The RAM budget must be a size such as 6GiB or 512MiB, not {text.strip()!r}."
-        raise InvalidSetting(Problem("ram_budget", message)) from None
+        message = (
+            f"The RAM budget must be a size such as 6GiB or 512MiB, not {shown(text.strip())}."
+        )
+    raise InvalidSetting(Problem("ram_budget", message))
 
 
 def census_from_text(text: str) -> str:
     """When to take censuses of live tensors, as typed: "auto", "never" or "every-N"."""
-    value = text.strip().lower()
+    value = text.strip(" \t").lower()
     if value in ("auto", "never"):
         return value
-    count = value.removeprefix("every-")
-    if value.startswith("every-") and count.isdigit() and int(count) >= 1:
-        return f"every-{int(count)}"
-    message = f"Censuses are taken auto, never or every-N (N iterations), not {text.strip()!r}."
+    if value.startswith("every-"):
+        try:
+            count = integer_between(value.removeprefix("every-"), 1, MAX_CENSUS_EVERY)
+        except ValueError:
+            pass
+        else:
+            return f"every-{count}"
+    message = (
+        "Censuses are taken auto, never or every-N (N iterations, from 1 to "
+        f"{MAX_CENSUS_EVERY:,}), not {shown(text.strip())}."
+    )
     raise InvalidSetting(Problem("census", message))
 
 
@@ -96,6 +124,10 @@ def check_run(spec: RunSpec) -> list[Problem]:
     if not spec.interval_ms >= MIN_INTERVAL_MS:  # NaN too
         problems.append(
             Problem("interval", f"The sampling interval must be at least {MIN_INTERVAL_MS:g} ms.")
+        )
+    elif not spec.interval_ms <= MAX_INTERVAL_MS:  # infinity too
+        problems.append(
+            Problem("interval", f"The sampling interval must be at most {MAX_INTERVAL_MS:g} ms.")
         )
     interpreter, why = probe_interpreter(spec.python)
     if interpreter is None:

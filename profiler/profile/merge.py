@@ -13,6 +13,12 @@ wall-clock starts (RunInfo.start_time, taken right after t0_ns): shift_i = (W_i 
 1 ms between two inputs, plus whatever the machines' wall clocks disagree by (NTP keeps it to
 milliseconds on a LAN; memsight cannot measure it). The `merge` event records both.
 
+Refused (MergeRefused): the same recording twice (same host, pid and start: a copy of a file,
+or a job merged with one of its own nodes), wall-clock starts more than MAX_CLOCK_SPREAD apart
+(clocks of machines that were not in sync, or files of different jobs) unless forced, and
+inputs whose times would not fit the int64 clock of a profile once shifted (an absurd
+monotonic start), even forced.
+
 Left out of the other inputs: their output (the job's output is the first input's), their
 CUDA snapshots, the recorder's own view of their children (the `children` and `nvml` tables,
 child events: pids of different machines would mix) and their own `merge` events. Their
@@ -25,12 +31,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from profiler import protocol
+from profiler.output_path import OutputTarget, write_output
 from profiler.profile import codec
 from profiler.profile.model import TIME_COLUMNS, Profile
 from profiler.profile.processes import (
@@ -43,6 +49,10 @@ from profiler.profile.storage import PROCESSES_VERSION, file_header, read_frames
 from profiler.protocol import TableSchema
 
 ALIGNMENT_ERROR_MS = 1.0  # two start times rounded to the millisecond
+# The nodes of one job start within minutes of each other; a week covers a job queued on one
+# node long after another, and refuses clocks set years apart (a dead RTC battery, no NTP).
+MAX_CLOCK_SPREAD = timedelta(days=7)
+_INT64 = (-(2**63), 2**63 - 1)  # a profile's clock: int64 nanoseconds, about ±292 years
 _FIRST_SHARED_ID = 200  # ids for procs_ tables the first input lacks
 # A node's recorder-only views of its own machine, meaningless beside another machine's pids.
 _LOCAL_TABLES = frozenset({"children", "nvml"})
@@ -64,6 +74,10 @@ class MergeError(Exception):
     """An input that cannot be merged: one line, naming the file."""
 
 
+class MergeRefused(MergeError):
+    """Inputs that are not the nodes of one job (a usage error): one line, naming the file."""
+
+
 @dataclass(frozen=True)
 class MergedInput:
     path: str
@@ -78,18 +92,32 @@ class MergeResult:
     warnings: list[str]  # what could not be carried over, one line each
 
 
-def merge_profiles(paths: list[str], out: str | os.PathLike[str]) -> MergeResult:
-    """Write the job profile of `paths` (at least one) to `out`; what each input became."""
+def merge_profiles(
+    paths: list[str], out: str | os.PathLike[str] | OutputTarget, force: bool = False
+) -> MergeResult:
+    """Write the job profile of `paths` (at least one) to `out`; what each input became.
+    `force` merges inputs whose wall-clock starts are more than MAX_CLOCK_SPREAD apart."""
     loaded = [read_frames(path) for path in paths]
     profiles = [profile for profile, _ in loaded]
     base = profiles[0]
     starts = [_start_time(p, path) for p, path in zip(profiles, paths, strict=True)]
+    _refuse_the_same_recording_twice(profiles, starts, paths)
     t0s = [p.info.t0_ns or 0 for p in profiles]
     merged: list[MergedInput] = []
     next_proc = max([0, *base.subprocesses]) + 1
     writer = _JobWriter(loaded[0][1])
     for index in range(1, len(paths)):
-        shift = _nanoseconds(starts[index] - starts[0]) - (t0s[index] - t0s[0])
+        apart = starts[index] - starts[0]
+        if abs(apart) > MAX_CLOCK_SPREAD and not force:
+            raise MergeRefused(
+                f"{paths[index]} started {_distance_text(apart)} "
+                f"{'after' if apart > timedelta(0) else 'before'} {paths[0]} by their wall "
+                f"clocks, more than the {MAX_CLOCK_SPREAD.days} days a job's nodes can be apart: "
+                "check the machines' clocks, or merge anyway with --force"
+            )
+        shift = _nanoseconds(apart) - (t0s[index] - t0s[0])
+        if not _INT64[0] <= shift <= _INT64[1]:
+            raise _off_the_clock(paths[index], shift)
         entry = MergedInput(paths[index], profiles[index].info.hostname, shift, next_proc)
         writer.add_node(profiles[index], loaded[index][1], entry)
         merged.append(entry)
@@ -113,7 +141,7 @@ def merge_profiles(paths: list[str], out: str | os.PathLike[str]) -> MergeResult
             ),
         ]
     )
-    writer.write(Path(out))
+    writer.write(out)
     return MergeResult([first, *merged], writer.warnings)
 
 
@@ -131,9 +159,51 @@ def _start_time(profile: Profile, path: str) -> datetime:
     return start
 
 
+def _refuse_the_same_recording_twice(
+    profiles: list[Profile], starts: list[datetime], paths: list[str]
+) -> None:
+    """One recording (host, pid, start) given twice would put each of its processes in the
+    job twice: a copy of a file, or a merged job with one of its own nodes."""
+    seen: dict[tuple[str, int | None, datetime], str] = {}
+    for profile, start, path in zip(profiles, starts, paths, strict=True):
+        key = (profile.info.hostname, profile.info.pid, start)
+        if key in seen:
+            raise MergeRefused(
+                f"{path} is the same recording as {seen[key]} (host {key[0] or '?'}, pid "
+                f"{key[1]}, started {profile.info.start_time}): give each node's profile once"
+            )
+        seen[key] = path
+
+
+def _off_the_clock(path: str, shift_ns: int) -> MergeRefused:
+    shift = _distance_text(timedelta(microseconds=shift_ns // 1000))
+    return MergeRefused(
+        f"{path}: its times cannot be put on the job's clock: shifted by {shift} onto the "
+        "first profile's clock, they would fall outside the 292 years either way that a "
+        "profile's clock holds (its start time or its monotonic start is wrong)"
+    )
+
+
+def _distance_text(delta: timedelta) -> str:
+    days = abs(delta) / timedelta(days=1)
+    if days >= 365:
+        return f"{days / 365.25:,.0f} years ({days:,.0f} days)"
+    if days >= 1:
+        return f"{days:.1f} days"
+    return f"{abs(delta).total_seconds():,.3f} s"
+
+
 def _nanoseconds(delta: timedelta) -> int:
     # Exact, unlike float seconds: a float holds today's epoch in ns only to 256 ns.
     return ((delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds) * 1_000
+
+
+def _shifted(t: int, entry: MergedInput) -> int:
+    """A time of `entry` on the job's clock; MergeRefused when it leaves the int64 clock."""
+    moved = t + entry.shift_ns
+    if not _INT64[0] <= moved <= _INT64[1]:
+        raise _off_the_clock(entry.path, entry.shift_ns)
+    return moved
 
 
 class _JobWriter:
@@ -191,7 +261,7 @@ class _JobWriter:
         # It started when its own recorder saw it start (its agent's hello), as process 0 did
         started = (info.t0_ns or 0) + round(process.started * 1e9)
         event: dict[str, Any] = {
-            "t": started + entry.shift_ns,
+            "t": _shifted(started, entry),
             "type": "process",
             "proc": entry.first_proc,
             "pid": info.pid,
@@ -211,9 +281,9 @@ class _JobWriter:
         if kind in _LOCAL_EVENTS:
             return None
         proc = entry.first_proc + int(event.get("proc", 0))
-        moved = dict(event, t=int(event["t"]) + entry.shift_ns, proc=proc)
+        moved = dict(event, t=_shifted(int(event["t"]), entry), proc=proc)
         if isinstance(event.get("end"), int):
-            moved["end"] = event["end"] + entry.shift_ns
+            moved["end"] = _shifted(event["end"], entry)
         if kind == "child_exited":  # the end of one of its processes, if it ran an agent
             sub = agents.get(event.get("pid"))
             if sub is None:
@@ -236,6 +306,9 @@ class _JobWriter:
         matrix = matrix.copy()
         for i, name in enumerate(names):
             if name in TIME_COLUMNS:
+                # Both ends checked first: numpy would wrap an int64 that overflows.
+                _shifted(int(matrix[:, i].min()), entry)
+                _shifted(int(matrix[:, i].max()), entry)
                 matrix[:, i] += entry.shift_ns
         kind_name = shared_table_base(schema.name, names)
         if kind_name is None:  # the node's target's own table: process first_proc
@@ -276,13 +349,7 @@ class _JobWriter:
             batch = events[start : start + 20_000]
             self.frames.append(protocol.encode_json_frame(protocol.EVENTS, batch, compress=True))
 
-    def write(self, out: Path) -> None:
-        temporary = out.with_name(out.name + ".merging")
-        try:
-            with open(temporary, "wb") as f:
-                f.write(file_header(PROCESSES_VERSION))
-                for frame in self.frames:
-                    f.write(frame)
-            os.replace(temporary, out)
-        finally:
-            temporary.unlink(missing_ok=True)
+    def write(self, out: str | os.PathLike[str] | OutputTarget) -> None:
+        # By the one output rule (profiler/output_path.py): a regular file is replaced
+        # atomically, a device or FIFO written into; OutputError or OSError otherwise.
+        write_output(out, [file_header(PROCESSES_VERSION), *self.frames])

@@ -162,9 +162,20 @@ class RunInfo:
         return ended_by(self.exit_code, self.signal, "unknown (recording cut off)")
 
 
+@dataclass(frozen=True)
+class Damage:
+    """What is wrong with a damaged profile file, and how much of it was read."""
+
+    reason: str  # one line: where and how the file is damaged
+    read_bytes: int  # the file's bytes up to the end of the last frame read
+    file_bytes: int
+
+
 @dataclass
 class Profile:
     info: RunInfo = field(default_factory=RunInfo)
+    # Set when the file is damaged, not merely unfinished (profile/storage.py): what was read.
+    damaged: Damage | None = None
     events: list[Event] = field(default_factory=list)
     tables: dict[str, SampleTable] = field(default_factory=dict)
     output: list[OutputChunk] = field(default_factory=list)
@@ -244,6 +255,7 @@ class Profile:
             warnings=list(self.warnings),
             names=dict(self.names),
             complete=self.complete,
+            damaged=self.damaged,
             source=self.source,
             process=copy.copy(self.process),
             subprocesses={k: sub.snapshot() for k, sub in self.subprocesses.items()},

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 PROCESS_TABLE_PREFIX = "procs_"
 PROC_COLUMN = "proc"
 MAX_PROCESSES = 4096  # process numbers past this are refused (a file cannot make a million)
+MAX_EXCEPTION_MESSAGE = 2000  # characters of a process' exception message in report --json
 
 ROLE_RANK = "rank"
 ROLE_DATALOADER_WORKER = protocol.CHILD_ROLE_DATALOADER_WORKER
@@ -71,6 +72,7 @@ class ProcessInfo:
     exit_code: int | None = None
     signal: int | None = None
     worker: bool = False  # a DataLoader worker (the recorder saw it name itself one)
+    forked: bool | None = None  # started by fork() without exec (None: not said)
 
     @property
     def role(self) -> str:
@@ -105,6 +107,9 @@ class ProcessInfo:
         node = data.get("node")
         if isinstance(node, str):
             self.node = node[:200]
+        forked = data.get("forked")
+        if isinstance(forked, bool):
+            self.forked = forked
 
 
 def job_processes(profile: Profile) -> list[Profile]:
@@ -136,3 +141,24 @@ def job_processes(profile: Profile) -> list[Profile]:
             shown.tables["children"] = table.rows(np.isin(table["pid"], list(mine)))
         result.append(shown)
     return result
+
+
+def process_exception(profile: Profile) -> dict[str, Any] | None:
+    """The exception that ended a process, as `report --json` lists it: its type, message and
+    the line that raised it (the innermost frame of its traceback), else None."""
+    last = None
+    for event in profile.events_of("exception"):
+        if event.get("uncaught"):
+            last = event
+    if last is None:
+        return None
+    frames = last.get("traceback")
+    innermost = frames[-1] if isinstance(frames, list) and frames else None
+    where = innermost if isinstance(innermost, list | tuple) and len(innermost) >= 2 else None
+    message = last.get("message")
+    return {
+        "type": str(last.get("exc_type") or "Exception"),
+        "message": message[:MAX_EXCEPTION_MESSAGE] if isinstance(message, str) else "",
+        "file": where[0] if where is not None and isinstance(where[0], str) else None,
+        "line": where[1] if where is not None and isinstance(where[1], int) else None,
+    }

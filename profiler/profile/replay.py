@@ -31,6 +31,15 @@ from profiler.profile.processes import (
 )
 from profiler.protocol import ProtocolError, TableSchema
 
+# A process' agent says hello this long after its start at most (an interpreter starting on a
+# busy machine); a start said to be earlier is on another clock, and its hello's time is used.
+MAX_START_TO_HELLO_S = 5.0
+
+# The most processes of a job one pid is looked up among: the latest to have had it. A pid
+# reused this often by the agent's processes of one run does not happen; a file that says so
+# cannot make each event that names the pid search them all.
+MAX_PID_REUSE = 64
+
 # Events that update run metadata or children; all others are only appended.
 _SPECIAL_EVENTS = frozenset(
     {
@@ -47,6 +56,10 @@ _SPECIAL_EVENTS = frozenset(
         "process_exit",
         "dist_init",
         "child_role",
+        "child_command",
+        "child_reaped",
+        "os_exit",
+        "agent_disconnected",
     }
 )
 
@@ -62,6 +75,13 @@ DECODE_FLOOR = 64 << 20
 DECODE_RATIO = 256
 DECODE_CEILING = 4 << 30
 DECODE_OUTPUT_LIMIT = 128 << 20
+# Events, metadata and schemas (JSON) have a tighter share of that: each event becomes Python
+# objects of about ten times its JSON and costs microseconds to apply, so the 64 MiB floor
+# alone let a file of 3 MiB decode to 1.2 million events (18 s, 900 MiB). Real recordings hold
+# events of at most a third of their size, compressed 2 to 9 to 1.
+DECODE_EVENTS_FLOOR = 8 << 20
+DECODE_EVENTS_RATIO = 16
+_JSON_KINDS = frozenset({protocol.EVENTS, protocol.RUN, protocol.SCHEMA})
 
 
 class DecodeBudget:
@@ -75,27 +95,46 @@ class DecodeBudget:
         self.stored = 0  # bytes of the non-attachment frames read so far
         self.decoded = 0  # what they decoded to, output aside
         self.output = 0  # the output they decoded to
+        self.json = 0  # the part of `decoded` that is JSON (events, metadata, schemas)
 
     @property
     def allowed(self) -> int:
         return min(DECODE_CEILING, DECODE_FLOOR + DECODE_RATIO * self.stored)
 
+    @property
+    def json_allowed(self) -> int:
+        return min(self.allowed, DECODE_EVENTS_FLOOR + DECODE_EVENTS_RATIO * self.stored)
+
     def left(self, kind: int) -> int:
         if kind == protocol.OUTPUT:
             return max(0, DECODE_OUTPUT_LIMIT - self.output)
-        return max(0, self.allowed - self.decoded)
+        left = self.allowed - self.decoded
+        if kind in _JSON_KINDS:
+            left = min(left, self.json_allowed - self.json)
+        return max(0, left)
 
     def spend(self, kind: int, size: int) -> None:
         if kind == protocol.OUTPUT:
             self.output += size
         else:
             self.decoded += size
+            if kind in _JSON_KINDS:
+                self.json += size
+
+    def json_refused(self, kind: int) -> bool:
+        """Whether what is left for `kind` is the JSON share's, not the whole budget's."""
+        return kind in _JSON_KINDS and self.json_allowed - self.json < self.allowed - self.decoded
 
     def refusal(self, kind: int) -> str:
         if kind == protocol.OUTPUT:
             return (
                 f"its output frames inflate past {DECODE_OUTPUT_LIMIT:,} bytes, more than a "
                 "recording holds (a compression bomb?); not loaded"
+            )
+        if self.json_refused(kind):
+            return (
+                f"its events and metadata inflate past {self.json_allowed:,} bytes, more than "
+                f"a recording of {self.stored:,} bytes holds (a compression bomb?); not loaded"
             )
         return (
             f"its compressed frames inflate past {self.allowed:,} bytes, more than a recording "
@@ -129,6 +168,8 @@ class ProfileBuilder:
         self._pending: dict[int, list[tuple[int, bytes]]] = {}
         self._t0: int | None = self.profile.info.t0_ns
         self._decoders: dict[int, codecs.IncrementalDecoder] = {}
+        # pid -> the job's processes (k >= 1) that had it, the latest last (_index_pid).
+        self._pids: dict[int, list[Profile]] = {}
 
     # -- frames -----------------------------------------------------------------------------
 
@@ -183,7 +224,8 @@ class ProfileBuilder:
     @staticmethod
     def _refused(budget: DecodeBudget, kind: int) -> protocol.InflateLimitError:
         refused = protocol.InflateLimitError(budget.refusal(kind))
-        refused.budget_refusal = budget.refusal(kind)
+        if not budget.json_refused(kind):  # that one is said as the corruption of its frame
+            refused.budget_refusal = budget.refusal(kind)
         return refused
 
     def add_schema(self, schema: TableSchema) -> None:
@@ -242,10 +284,15 @@ class ProfileBuilder:
     def _split(self, base: str, columns: dict[str, Any]) -> None:
         """Rows of a procs_ table, each to its process' table `base`."""
         procs = columns.pop(PROC_COLUMN)
-        for proc in np.unique(procs).tolist():
+        # Grouped by one stable sort, not one pass over the rows per process: a block of many
+        # rows over thousands of processes costs a sort, never rows x processes.
+        order = np.argsort(procs, kind="stable")
+        found, firsts = np.unique(procs[order], return_index=True)
+        ends = [*firsts[1:].tolist(), len(order)]
+        for proc, first, end in zip(found.tolist(), firsts.tolist(), ends, strict=True):
             if not 1 <= proc <= MAX_PROCESSES:
                 raise ProtocolError(f"rows of process {proc}")
-            mine = procs == proc
+            mine = order[first:end]
             tables = self._process(proc).tables
             table = tables.get(base)
             if table is None:
@@ -305,10 +352,37 @@ class ProfileBuilder:
             sub.process.apply(data)
             if proc not in self._announced:  # the recorder's, at its hello: it started then
                 self._announced.add(proc)
-                sub.process.started = event.t
+                sub.process.started = self._start_of(data, event.t)
             sub.info.pid = sub.process.pid
+            if proc:
+                self._index_pid(sub)
             if proc:  # the target's own argv is the run's
                 sub.info.argv = sub.process.cmdline[1:]
+                child = self.profile.children.get(sub.process.pid or -1)
+                if child is not None and sub.process.cmdline:
+                    child.cmdline = list(sub.process.cmdline)  # read after its exec
+                if child is not None and child.exited is None:
+                    # The recorder saw it fork before its interpreter started and said hello.
+                    started = sub.process.started
+                    if started - MAX_START_TO_HELLO_S <= child.first_seen < started:
+                        sub.process.started = child.first_seen
+        elif kind == "child_command":  # read again after the child's exec
+            child = self.profile.children.get(_opt_int(data.get("pid")) or -1)
+            cmdline = _str_list(data.get("cmdline"))
+            if child is not None and cmdline:
+                child.cmdline = cmdline[:256]
+        elif kind == "child_reaped":  # its parent, `profile`, collected its status
+            reaped = self._by_pid(_opt_int(data.get("pid")), event.t)
+            if reaped is not None and reaped.process.parent in (None, profile.process.pid):
+                self._ended(reaped, event.t, data)
+        elif kind == "os_exit":  # the process' own word, just before it ends
+            if proc:
+                self._ended(profile, event.t, data)
+                if data.get("name") == protocol.DATALOADER_WORKER_NAME:
+                    profile.process.worker = True
+        elif kind == "agent_disconnected":  # its connection closed: it ended by then
+            if proc:
+                self._ended(profile, event.t, {})
         elif kind == "process_exit":  # a node's process, in a merged job (profile/merge.py)
             self._ended(profile, event.t, data)
         elif kind == "dist_init":
@@ -356,6 +430,8 @@ class ProfileBuilder:
                 child.last_seen = event.t
             self._process_ended(_opt_int(data.get("pid")), event.t, data)
         elif kind == "recording_end":
+            if self.profile.complete:  # said again (a repeated frame): all done the first time
+                return
             self.profile.complete = True
             for sub in self.profile.subprocesses.values():
                 sub.complete = True
@@ -396,13 +472,41 @@ class ProfileBuilder:
             self.profile.subprocesses[proc] = sub
         return sub
 
-    def _by_pid(self, pid: int | None) -> Profile | None:
+    def _start_of(self, data: dict[str, Any], t: float) -> float:
+        """When a process started: as its agent said (a fork child: the fork), else at `t`."""
+        started = _opt_int(data.get("started_ns"))
+        if started is None or self._t0 is None:
+            return t
+        said = (started - self._t0) / 1e9
+        # Within moments of its hello, on this run's clock (a merged node's is not).
+        return said if t - MAX_START_TO_HELLO_S <= said <= t else t
+
+    def _index_pid(self, sub: Profile) -> None:
+        """Files `sub` under its pid, so an event naming a pid costs a few lookups, not one
+        per process of the job (thousands, in a hostile file, times every event)."""
+        pid = sub.process.pid
+        if pid is None:
+            return
+        having = self._pids.setdefault(pid, [])
+        if all(other is not sub for other in having):
+            having.append(sub)
+            del having[:-MAX_PID_REUSE]
+
+    def _by_pid(self, pid: int | None, t: float | None = None) -> Profile | None:
+        """The job's process that had `pid` at `t` (None: the running one); pids are reused."""
         if pid is None:
             return None
-        for sub in self.profile.subprocesses.values():
-            if sub.process.pid == pid and sub.process.ended is None:
+        found = None
+        for sub in self._pids.get(pid, ()):
+            process = sub.process
+            if process.pid != pid:
+                continue
+            if t is None and process.ended is None:
                 return sub
-        return None
+            later = found is None or process.started >= found.process.started
+            if t is not None and process.started <= t and later:
+                found = sub
+        return found
 
     def _worker(self, pid: int | None, role: Any) -> None:
         sub = self._by_pid(pid)
@@ -412,16 +516,22 @@ class ProfileBuilder:
     def _process_ended(self, pid: int | None, t: float, data: dict[str, Any]) -> None:
         """A child exited: if it ran the agent, its process ends there (with its status, when
         the recorder read it)."""
-        sub = self._by_pid(pid)
+        sub = self._by_pid(pid, t)
         if sub is not None:
             self._ended(sub, t, data)
 
     @staticmethod
     def _ended(sub: Profile, t: float, data: dict[str, Any]) -> None:
+        """One sighting of a process' end. Several sources tell it, in any order (its own
+        os._exit, its connection closing, the recorder's look at it, its parent's wait): it
+        ended at the earliest, and its status is the one a source read, never unset again."""
         process = sub.process
-        process.ended = sub.info.end_t = t
-        process.exit_code = sub.info.exit_code = _opt_int(data.get("exit_code"))
-        process.signal = sub.info.signal = _opt_int(data.get("signal"))
+        if process.ended is None or t < process.ended:
+            process.ended = sub.info.end_t = max(t, process.started)
+        exit_code, signal = _opt_int(data.get("exit_code")), _opt_int(data.get("signal"))
+        if exit_code is not None or signal is not None:
+            process.exit_code = sub.info.exit_code = exit_code if signal is None else None
+            process.signal = sub.info.signal = signal
 
 
 def _str(value: Any) -> str:

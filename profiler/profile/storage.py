@@ -8,7 +8,6 @@ executed or unpickled.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import mmap
 import os
@@ -19,8 +18,9 @@ from collections.abc import Generator, Iterator
 from typing import Any
 
 from profiler import protocol
+from profiler.output_path import OutputError, output_target, write_output
 from profiler.profile import codec
-from profiler.profile.model import Profile
+from profiler.profile.model import Damage, Profile
 from profiler.profile.replay import (
     DecodeBudget,
     ProfileBuilder,
@@ -37,6 +37,10 @@ PROCESSES_VERSION = 3
 FORMAT_VERSION = 3
 BASE_VERSION = 1
 FILE_HEADER = struct.Struct("<8sHHI")  # magic, format version, flags, reserved
+# Header flags. WHOLE: the file was written in one go after its recording ended (compacted),
+# so its end, the recording_end event, must be there: a file with the flag that lacks it lost
+# its tail. Older readers ignore the flags.
+FLAG_WHOLE = 1
 SUFFIX = ".memsight"
 
 # Limits on what a file can make the loader allocate (docs/profile-format.md#limits). A real
@@ -54,8 +58,8 @@ class ProfileError(Exception):
         super().__init__(f"{self.path}: {problem}")
 
 
-def file_header(version: int = BASE_VERSION) -> bytes:
-    return FILE_HEADER.pack(MAGIC, version, 0, 0)
+def file_header(version: int = BASE_VERSION, flags: int = 0) -> bytes:
+    return FILE_HEADER.pack(MAGIC, version, flags, 0)
 
 
 def load_profile(path: str | os.PathLike[str]) -> Profile:
@@ -220,11 +224,36 @@ def decode_profile(data: bytes, name: str = "<memory>") -> Profile:
         )
     if profile.info.t0_ns is None and not profile.tables:
         raise ProfileError(name, "holds no run (no metadata and no samples)")
-    if not profile.complete and scan.cut_at is None:
+    whole = bool(FILE_HEADER.unpack_from(data)[2] & FLAG_WHOLE)
+    profile.damaged = _damage(scan, whole and not profile.complete, len(data))
+    if profile.damaged is not None:
+        profile.warnings.append(damage_text(profile.damaged))
+    elif not profile.complete and scan.cut_at is None:
         profile.warnings.append(
             "the recording did not finish normally; data ends at the last write"
         )
     return profile
+
+
+def _damage(scan: _FrameScan, tail_lost: bool, file_bytes: int) -> Damage | None:
+    """What is wrong with a file that loaded only in part, or None when nothing is: a file
+    that merely ends where its recorder stopped (killed between two writes) is not damaged.
+    A frame that fails its checksum is not this: the whole file is refused (ProfileError)."""
+    if scan.cut_at is not None:
+        reason = f"the file ends inside a frame at byte {scan.cut_at:,}"
+    elif tail_lost:
+        reason = "the file was written whole after its run, but its end is missing"
+    else:
+        return None
+    return Damage(reason, scan.pos, file_bytes)
+
+
+def damage_text(damage: Damage) -> str:
+    """One line for every place a damaged file is shown."""
+    return (
+        f"damaged file: {damage.reason}; read {damage.read_bytes:,} of {damage.file_bytes:,} "
+        "bytes, and only that part is shown and judged"
+    )
 
 
 def read_frames(path: str | os.PathLike[str]) -> tuple[Profile, list[tuple[int, bytes]]]:
@@ -259,6 +288,12 @@ def compact_profile(path: str | os.PathLike[str]) -> None:
     decoded profile is identical, and a failure leaves the original file as it was.
     """
     path = os.fspath(path)
+    try:
+        target = output_target(path)
+    except OutputError:
+        return
+    if not target.exists:  # a device or a FIFO was written into: nothing to read back
+        return
     with open(path, "rb") as f:
         data = f.read()
     _check_header(data, path)
@@ -297,19 +332,14 @@ def compact_profile(path: str | os.PathLike[str]) -> None:
         batch = events[start : start + COMPACT_EVENTS]
         frames.append(protocol.encode_json_frame(protocol.EVENTS, batch, compress=True))
     version = FILE_HEADER.unpack_from(data)[1]
-    if attachments or version > BASE_VERSION:
-        frames[0] = file_header(max(version, ATTACHMENTS_VERSION if attachments else version))
-    temporary = path + ".compacting"
-    try:
-        with open(temporary, "wb") as f:
-            for frame in frames:
-                f.write(frame)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temporary, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
+    if attachments:
+        version = max(version, ATTACHMENTS_VERSION)
+    # Whole only when the recording's end is in it: a run whose writing failed ends at the gap.
+    ended = any(event.get("type") == "recording_end" for event in events)
+    frames[0] = file_header(version, flags=FLAG_WHOLE if ended else 0)
+    # By the one output rule (profiler/output_path.py): a temporary beside the file (a
+    # symlink's target, not the link) replaces it atomically.
+    write_output(target, frames)
 
 
 def read_attachment(

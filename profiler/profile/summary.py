@@ -14,7 +14,7 @@ import numpy as np
 
 from profiler.profile.attachments import cuda_snapshots, describe_snapshot
 from profiler.profile.model import Profile
-from profiler.profile.processes import ProcessInfo
+from profiler.profile.processes import ProcessInfo, process_exception
 from profiler.profile.series import process_tree_bytes
 from profiler.terminal_text import terminal_safe
 from profiler.units import format_bytes, format_duration
@@ -195,6 +195,7 @@ class ProcessSummary:
     ram: Peak | None  # its own RSS peak
     gpu_allocated: Peak | None
     ended_by: str
+    exception: dict[str, Any] | None = None  # processes.process_exception
 
 
 def summarize_processes(profile: Profile) -> list[ProcessSummary]:
@@ -209,8 +210,18 @@ def summarize_processes(profile: Profile) -> list[ProcessSummary]:
     for view in (profile, *others):
         s = summarize(view)
         ended = view.info.ended_by if view is profile else view.process.ended_by
-        out.append(ProcessSummary(view.process, s.iterations, s.ram, s.gpu_allocated, ended))
+        exception = process_exception(view)
+        out.append(
+            ProcessSummary(view.process, s.iterations, s.ram, s.gpu_allocated, ended, exception)
+        )
     return out
+
+
+def ended_text(p: ProcessSummary) -> str:
+    """How a process ended, with the exception that ended it: "exit code 1 (RuntimeError)"."""
+    if p.exception is None:
+        return p.ended_by
+    return f"{p.ended_by} ({str(p.exception['type']).rsplit('.', 1)[-1]})"
 
 
 def process_to_json(p: ProcessSummary) -> dict[str, Any]:
@@ -228,6 +239,11 @@ def process_to_json(p: ProcessSummary) -> dict[str, Any]:
         "peak_gpu_allocated_bytes": p.gpu_allocated.bytes if p.gpu_allocated else None,
         "exit_code": info.exit_code,
         "signal": info.signal,
+        "command": list(info.cmdline),
+        "started_s": round(info.started, 6),
+        "ended_s": round(info.ended, 6) if info.ended is not None else None,
+        "ended_by": p.ended_by,
+        "exception": p.exception,
     }
 
 
@@ -391,7 +407,7 @@ def _process_table(profile: Profile) -> list[str]:
         ram = format_bytes(p.ram.bytes) if p.ram is not None else "—"
         lines.append(
             f"  {terminal_safe(label):<22} {p.process.role:<18} {ram:>11} {gpu:>11} "
-            f"{p.iterations:>10,}  {p.ended_by}"
+            f"{p.iterations:>10,}  {terminal_safe(ended_text(p))}"
         )
     if len(processes) > 64:
         lines.append(f"  … and {len(processes) - 64} more")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -48,6 +49,10 @@ class ProfileWriter:
     ) -> None:
         self.path = Path(path)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
+        # A FIFO or a character device (`--out /dev/stdout`, a pipe) is written in order, as
+        # a shell redirection writes: nothing is rewritten in place, so its header says the
+        # newest format version from the start (docs/profile-format.md).
+        self._stream = not stat.S_ISREG(os.fstat(self._fd).st_mode)
         self._closed = False
         self._lock = threading.Lock()
         self._warn = warn or (lambda _line: None)
@@ -55,6 +60,11 @@ class ProfileWriter:
         self._buffer = bytearray(_header())
         self._header_version: int | None = None  # a header rewrite still to do
         self._version = 1  # the format version the header says
+        if self._stream:
+            from profiler.profile.storage import FORMAT_VERSION
+
+            self._buffer = bytearray(_header(FORMAT_VERSION))
+            self._version = FORMAT_VERSION
         self.bytes_written = 0  # the end of the last complete frame in the file
         self.failing = False  # the last write failed
         self.dropped = False  # frames were given up: the file ends at the gap
@@ -108,16 +118,21 @@ class ProfileWriter:
     def _write_pending(self) -> None:
         if self._closed or (not self._buffer and self._header_version is None):
             return
+        done = 0
         try:
             if self._header_version is not None:
                 os.pwrite(self._fd, _header(self._header_version), 0)
                 self._header_version = None
-            view = memoryview(self._buffer)
-            done = 0
-            while done < len(view):
-                done += os.pwrite(self._fd, view[done:], self.bytes_written + done)
-            view.release()
+            with memoryview(self._buffer) as view:
+                while done < len(view):
+                    if self._stream:
+                        done += os.write(self._fd, view[done:])
+                    else:
+                        done += os.pwrite(self._fd, view[done:], self.bytes_written + done)
         except OSError as exc:
+            if self._stream and done:  # what a stream took is gone from here: never sent twice
+                del self._buffer[:done]
+                self.bytes_written += done
             with contextlib.suppress(OSError):
                 # A frame cut in the middle would end the file at a checksum error.
                 os.ftruncate(self._fd, self.bytes_written)

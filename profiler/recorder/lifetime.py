@@ -74,14 +74,16 @@ def become_subreaper() -> bool:
     return prctl is not None and prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
 
 
-def reap_orphans(keep: set[int]) -> None:
+def reap_orphans(keep: set[int]) -> dict[int, int]:
     """Collect the exit status of dead children of this process, except those in `keep`
-    (waited for by their own Popen), so that orphans reparented here do not stay zombies."""
+    (waited for by their own Popen), so that orphans reparented here do not stay zombies.
+    Returns the wait status of each one collected, by pid."""
     me = str(os.getpid()).encode()
+    reaped: dict[int, int] = {}
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return
+        return reaped
     for entry in entries:
         if not entry.isdigit() or int(entry) in keep:
             continue
@@ -93,4 +95,7 @@ def reap_orphans(keep: set[int]) -> None:
         fields = stat[stat.rfind(b")") + 2 :].split()
         if len(fields) > 1 and fields[0] == b"Z" and fields[1] == me:
             with contextlib.suppress(ChildProcessError):
-                os.waitpid(int(entry), os.WNOHANG)
+                pid, status = os.waitpid(int(entry), os.WNOHANG)
+                if pid > 0:
+                    reaped[pid] = status
+    return reaped

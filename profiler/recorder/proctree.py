@@ -89,6 +89,15 @@ class MainProcessReader:
         else:
             self._proc = psutil.Process(pid)
 
+    @classmethod
+    def open(cls, pid: int) -> MainProcessReader | None:
+        """A reader for `pid`, or None if it is already gone (a short child whose hello came
+        after its end)."""
+        try:
+            return cls(pid)
+        except (OSError, psutil.Error):
+            return None
+
     def read(self) -> tuple[int, int] | None:
         """(rss, high-water mark) in bytes, or None once the process is gone."""
         try:

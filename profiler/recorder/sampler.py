@@ -36,6 +36,7 @@ class _Child:
     measured: bool = False  # its USS was read at least once
     last: float = 0.0  # monotonic time of its latest USS reading
     extra: bool = False  # the next reading is a young child's extra one (spare budget only)
+    cmdline: tuple[str, ...] = ()  # as last read (it changes when the child execs)
 
 
 class _CpuBucket:
@@ -263,6 +264,7 @@ class TreeWatcher(threading.Thread):
         role = proctree.child_role(ident.name)
         child = _Child(ident, time.monotonic(), role, due=time.monotonic(), resident=resident)
         child.base_rss = (resident.read() or 0) if resident is not None else 0
+        child.cmdline = tuple(proctree.cmdline(pid)[:64])
         self.known[pid] = ident
         self.ever_seen[pid] = ident
         self._children[pid] = child
@@ -272,7 +274,7 @@ class TreeWatcher(threading.Thread):
             pid=pid,
             ppid=ident.ppid,
             name=ident.name,
-            cmdline=proctree.cmdline(pid)[:64],
+            cmdline=list(child.cmdline),
             role=role,
         )
 
@@ -310,14 +312,22 @@ class TreeWatcher(threading.Thread):
         return totals
 
     def _watch_names(self, now: float) -> None:
-        """Re-read the names of young children not yet known as DataLoader workers."""
+        """Re-read the names of young children not yet known as DataLoader workers, and
+        their command lines: a child found between its fork and its exec (a spawned Python,
+        any program subprocess starts) showed its parent's."""
         for pid, child in list(self._children.items()):
-            if (
-                child.role == protocol.CHILD_ROLE_OTHER
-                and now - child.found < self.name_watch_s
-                and self._check_identity(pid, child)
-            ):
+            if child.role != protocol.CHILD_ROLE_OTHER or now - child.found >= self.name_watch_s:
+                continue
+            if self._check_identity(pid, child):
                 child.due, child.extra = now, False  # measure it as it takes up its role
+            if pid in self._children:
+                self._check_command(pid, child)
+
+    def _check_command(self, pid: int, child: _Child) -> None:
+        cmdline = tuple(proctree.cmdline(pid)[:64])
+        if cmdline and cmdline != child.cmdline:
+            child.cmdline = cmdline
+            self.emit_event("child_command", t=time.monotonic_ns(), pid=pid, cmdline=list(cmdline))
 
     def _check_identity(self, pid: int, child: _Child) -> bool:
         """Re-read a child's name; record a new role. False when it is gone or unchanged."""
@@ -431,7 +441,9 @@ class HostSampler(threading.Thread):
 
     def add_process(self, proc: int, pid: int, table: TableBuffer) -> None:
         """Sample process `pid` too, every tick, into `table` (procs_ram) as process `proc`."""
-        reader = proctree.MainProcessReader(pid)
+        reader = proctree.MainProcessReader.open(pid)
+        if reader is None:
+            return  # gone already: nothing left to sample
         with self._others_lock:
             self._others_table = table
             self._others = (*self._others, (proc, pid, reader, [0, 0]))

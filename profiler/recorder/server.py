@@ -43,6 +43,8 @@ RECORDER_EVENTS = frozenset(
         "output_truncated",
         "attachment",
         "process",
+        "agent_disconnected",
+        "child_command",
     }
 )
 RECORDER_TABLES = frozenset({"ram", "children", "nvml"})
@@ -77,7 +79,8 @@ class AgentServer(threading.Thread):
         self.handler = handler
         self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.listener.bind((host, 0))
-        self.listener.listen(16)
+        # A program may fork dozens of workers at once, each connecting as it starts.
+        self.listener.listen(socket.SOMAXCONN)
         self.listener.setblocking(False)
         self.host, self.port = self.listener.getsockname()[:2]
         self.selector = selectors.DefaultSelector()
@@ -91,9 +94,11 @@ class AgentServer(threading.Thread):
         self._agents: dict[int, _Connection] = {}  # authenticated, by pid
         self._halt = threading.Event()
         self._conns: dict[socket.socket, _Connection] = {}
+        self._closing = False
 
     def close(self) -> None:
         self._halt.set()
+        self._closing = True  # connections dropped from here on were not ended by their agent
         with contextlib.suppress(OSError):
             self._wake_send.send(b"x")
         if self.is_alive():
@@ -256,6 +261,8 @@ class AgentServer(threading.Thread):
         conn.sock.close()
         if conn.authenticated:
             self._agents.pop(conn.pid, None)
+            if not self._closing:  # its process closed it, or ended (a SIGKILL closes it too)
+                self._log("agent_disconnected", proc=conn.proc, pid=conn.pid)
             if not self._agents:
                 self.agent_gone.set()
 
@@ -270,8 +277,16 @@ def _hello_fields(hello: dict[str, Any]) -> dict[str, Any]:
         value = hello.get(key)
         if isinstance(value, str):
             fields[key] = value[:1000]
-    for key in ("rank", "local_rank", "world_size", "group_rank"):  # torchrun's environment
-        value = hello.get(key)
+    for key in ("rank", "local_rank", "world_size", "group_rank", "parent"):
+        value = hello.get(key)  # torchrun's environment; the agent's parent pid
         if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**31:
             fields[key] = value
+    started = hello.get("started_ns")
+    if isinstance(started, int) and not isinstance(started, bool) and 0 <= started < 2**63:
+        fields["started_ns"] = started
+    if isinstance(hello.get("forked"), bool):
+        fields["forked"] = hello["forked"]
+    cmdline = hello.get("cmdline")
+    if isinstance(cmdline, list):
+        fields["cmdline"] = [a[:1000] for a in cmdline[:64] if isinstance(a, str)]
     return fields

@@ -113,6 +113,7 @@ class Recording:
         self._procs = 0  # the last number given to a process of the job other than the target
         self._input: _InputPipe | None = None  # the target's stdin, in capture mode
         self._shared_schemas: dict[str, TableSchema] = {}  # their tables, by the agent's name
+        self._job_pids: set[int] = set()  # every pid whose agent said hello
 
     # -- frame sink ---------------------------------------------------------------------------
 
@@ -161,23 +162,27 @@ class Recording:
         """Process 0 for the target's agent; the next number for any other process of its
         tree (a torchrun rank, a spawned worker); a refusal for a process outside it."""
         pid = hello["pid"]
+        # What the agent says of itself; /proc says it better while the process is there.
+        told = {key: hello.pop(key) for key in _HELLO_CLAIMS if key in hello}
         target = self.process.pid if self.process is not None else pid
         if pid == target:
             proc = 0
             self.agent_hello = hello
-        elif not proctree.ancestors_include(pid, {target, os.getpid()}):
+        elif not self._in_tree(pid, told.get("parent"), target):
             return f"pid {pid} is not in the target's process tree"
         else:
             with self._lock:
                 self._procs += 1
                 proc = self._procs
-        parent = proctree.identity(pid)
+        self._job_pids.add(pid)
+        ident = proctree.identity(pid)
         self.event(
             "process",
             proc=proc,
             pid=pid,
-            parent=parent.ppid if parent is not None else None,
-            cmdline=proctree.cmdline(pid)[:64],
+            parent=ident.ppid if ident is not None else told.get("parent"),
+            cmdline=proctree.cmdline(pid)[:64] or told.get("cmdline", []),
+            **{k: v for k, v in told.items() if k in ("started_ns", "forked")},
             **{k: v for k, v in hello.items() if k in _RANK_FIELDS},
         )
         self.event("agent_connected", **hello, **({"proc": proc} if proc else {}))
@@ -186,6 +191,17 @@ class Recording:
         if proc and self.sampler is not None:
             self.sampler.add_process(proc, pid, self._table(PROCS_RAM_TABLE))
         return proc
+
+    def _in_tree(self, pid: int, parent: Any, target: int) -> bool:
+        """Whether `pid` descends from the target. A process that has already ended (a short
+        fork child whose hello is read after its exit) is judged by the parent its hello
+        names: a process of the job, or one of the target's tree."""
+        tree = {target, os.getpid()}
+        if proctree.ancestors_include(pid, tree):
+            return True
+        if proctree.identity(pid) is not None or not isinstance(parent, int):
+            return False
+        return parent in self._job_pids or proctree.ancestors_include(parent, tree)
 
     def on_schema(self, proc: int, schema: TableSchema) -> None:
         table = self._shared_schema(schema) if proc else schema
@@ -421,7 +437,7 @@ class Recording:
             # A /proc scan (about 1 ms per 100 processes): once a second, not every flush.
             if self.subreaper and self.process is not None and time.monotonic() >= next_reap:
                 next_reap = time.monotonic() + REAP_S
-                lifetime.reap_orphans({self.process.pid})
+                self._orphans_reaped(lifetime.reap_orphans({self.process.pid}))
             try:
                 self.flush()
             except Exception as exc:  # keep flushing: losing one block beats losing the rest
@@ -529,11 +545,20 @@ class Recording:
                     os.kill(pid, signum)
             deadline = time.monotonic() + grace_s
             while time.monotonic() < deadline:
-                lifetime.reap_orphans(set())
+                self._orphans_reaped(lifetime.reap_orphans(set()))
                 if not proctree.descendants(me):
                     break
                 time.sleep(0.02)
-        lifetime.reap_orphans(set())
+        self._orphans_reaped(lifetime.reap_orphans(set()))
+
+    def _orphans_reaped(self, statuses: dict[int, int]) -> None:
+        """How the orphans this process collected ended (their parent is gone: no one else
+        can tell)."""
+        for pid, status in statuses.items():
+            if os.WIFSIGNALED(status):
+                self.event("child_exited", pid=pid, exit_code=None, signal=os.WTERMSIG(status))
+            elif os.WIFEXITED(status):
+                self.event("child_exited", pid=pid, exit_code=os.WEXITSTATUS(status), signal=None)
 
     def finish(self, returncode: int) -> None:
         if self._finished.is_set():
@@ -599,6 +624,9 @@ def _same_process(pid: int, start: int) -> bool:
 
 _STREAMS = (protocol.STDOUT, protocol.STDERR)
 _RANK_FIELDS = ("rank", "local_rank", "world_size", "group_rank")
+# What a hello says of its own process (server._hello_fields): recorded in `process`, not in
+# `agent_connected`.
+_HELLO_CLAIMS = ("parent", "cmdline", "started_ns", "forked")
 # The procs_ tables get ids from here on: the recorder's are 1-3, the agent's 64 and up.
 _SHARED_TABLE_BASE = 160
 PROCS_RAM_TABLE = TableSchema(

@@ -37,6 +37,7 @@ from profiler.profile.series import (
     process_tree_bytes,
 )
 from profiler.profile.summary import (
+    ended_text,
     sampling_behind_text,
     sampling_pace,
     summarize,
@@ -184,7 +185,7 @@ def _processes(profile: Profile) -> list[dict[str, Any]]:
             "peak_ram": format_bytes(p.ram.bytes) if p.ram is not None else "—",
             "peak_gpu": format_bytes(p.gpu_allocated.bytes) if p.gpu_allocated else "—",
             "iterations": f"{p.iterations:,}",
-            "ended": p.ended_by,
+            "ended": ended_text(p),
         }
         for p in summarize_processes(profile)
     ]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import os
-import tempfile
 from pathlib import Path
 
 import jinja2
@@ -19,6 +18,7 @@ import jinja2
 from profiler import resources
 from profiler.diagnosis import Diagnosis, diagnose
 from profiler.diagnosis.finding import SEVERITY_COLORS
+from profiler.output_path import OutputTarget, write_output
 from profiler.profile.model import Profile
 from profiler.profile.series import MARK_COLORS
 from profiler.report.data import report_context
@@ -46,12 +46,6 @@ def template_environment() -> jinja2.Environment:
     return env
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def render_html(profile: Profile, diagnosis: Diagnosis | None = None, name: str = "") -> str:
     """The report as a string; the same profile always renders to the same text."""
     if diagnosis is None:
@@ -61,20 +55,14 @@ def render_html(profile: Profile, diagnosis: Diagnosis | None = None, name: str 
 
 
 def write_html(
-    profile: Profile, out: str | os.PathLike[str], diagnosis: Diagnosis | None = None
+    profile: Profile,
+    out: str | os.PathLike[str] | OutputTarget,
+    diagnosis: Diagnosis | None = None,
 ) -> int:
-    """Render and write atomically (a half-written report never replaces a good one).
+    """Render and write by memsight's one output rule (profiler/output_path.py): a regular
+    file is replaced atomically (a half-written report never replaces a good one), a device
+    or FIFO is written into, `-` is standard output.
 
-    Returns the size in bytes."""
+    Returns the size in bytes; raises OutputError or OSError."""
     text = render_html(profile, diagnosis).encode("utf-8")
-    target = Path(out)
-    fd, tmp = tempfile.mkstemp(prefix=".memsight-report-", dir=target.parent or ".")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return len(text)
+    return write_output(out, [text])

@@ -14,6 +14,7 @@ from profiler.diagnosis import DEFAULT_CONFIG, diagnose, get_fix
 from profiler.diagnosis import rules as rules_package
 from profiler.diagnosis.rules import ALL_RULES, JOB_RULES
 from profiler.profile.model import Event, Profile, SampleTable
+from profiler.profile.processes import ProcessInfo
 from tests.factories import GiB, MiB, census, holder, oom_event, profile, ram, spans, steps, table
 from tests.support import ROOT
 
@@ -644,7 +645,16 @@ FIRES = {
     "run-failed": lambda: profile(events=[error_event("ValueError", "boom")], exit_code=1),
     "too-short-to-judge": lambda: profile(steps(BASE + 23 * MiB * np.arange(19)), exit_code=0),
     "allocator-retention": lambda: retention(BASE + 1.5 * MiB * STEP, 1.5 * MiB * STEP),
+    "child-killed": lambda: child(profile(ram(2, BASE)), signal=9),
+    "child-failed": lambda: child(profile(events=[error_event("ValueError", "boom")]), code=1),
 }
+
+
+def child(p: Profile, code: int | None = None, signal: int | None = None) -> Profile:
+    """`p` as a child's view in a job: process 1, ended with `code` or `signal`."""
+    p.process = ProcessInfo(1, pid=4242, parent=100, ended=2.0, exit_code=code, signal=signal)
+    p.info.exit_code, p.info.signal = code, signal
+    return p
 
 
 def test_every_rule_module_is_registered_once_under_its_own_id() -> None:

@@ -94,3 +94,39 @@ def job_frames(ranks: int = 2, rows: int = 20) -> bytes:
             samples_frame(PROCS_RAM_TABLE, np.vstack(blocks)),
         ]
     )
+
+
+# -- files whose counts make a naive reader loop (tests/hostile/test_mutations.py) ------------
+
+
+def many_processes(processes: int, events: int, kind: str) -> bytes:
+    """`processes` processes of a job, then `events` events of `kind`, each naming a pid."""
+    announced = [
+        {"t": T0 + proc, "type": "process", "proc": proc, "pid": 1000 + proc}
+        for proc in range(1, processes + 1)
+    ]
+    named = [{"t": T0 + 10**6 + i, "type": kind, "pid": 7} for i in range(events)]
+    batch = protocol.encode_json_frame(protocol.EVENTS, announced + named, compress=True)
+    return small_profile(rows=200) + batch
+
+
+def rows_over_processes(processes: int, rows: int) -> bytes:
+    """One procs_ram block of `rows` rows spread over `processes` processes."""
+    from profiler.recorder.session import PROCS_RAM_TABLE
+
+    ram = ram_matrix(rows)
+    matrix = np.insert(ram, 1, np.arange(rows) % processes + 1, axis=1)
+    block = codec.encode_columns_packed(PROCS_RAM_TABLE, matrix)
+    return (
+        small_profile(rows=200)
+        + PROCS_RAM_TABLE.frame()
+        + protocol.encode_frame(protocol.SAMPLES, block, compress=True)
+    )
+
+
+def constant_events(events: int) -> bytes:
+    """`events` identical events in one compressed frame: megabytes of JSON in a small file."""
+    same = [{"t": T0, "type": "mode", "mode": "train"}] * events
+    return small_profile(rows=200) + protocol.encode_json_frame(
+        protocol.EVENTS, same, compress=True
+    )

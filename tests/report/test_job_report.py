@@ -30,6 +30,12 @@ KEYS = {
     "peak_gpu_allocated_bytes",
     "exit_code",
     "signal",
+    # How each process ran and ended: its command line, when, in words, and its exception.
+    "command",
+    "started_s",
+    "ended_s",
+    "ended_by",
+    "exception",
 }
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 from profiler.diagnosis.rules import (
     activations_dominate,
     allocator_retention,
+    child_failed,
+    child_killed,
     dataloader_worker_growth,
     dataset_on_device,
     fragmentation,
@@ -36,6 +38,8 @@ ALL_RULES = (
     non_pytorch_gpu_memory,
     too_short_to_judge,
     allocator_retention,
+    child_killed,
+    child_failed,
 )
 
 # Rules that need the whole job (every process at once): check_job(views, config).

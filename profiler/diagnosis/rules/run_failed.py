@@ -8,6 +8,8 @@ where: the innermost line of the user's own code on the recorded traceback, and 
 raised when that is elsewhere (in a library); a SyntaxError names its file and line in the
 message, since Python reports it before any frame runs. Without an exception, the exit status
 or signal. The finding's `where` holds the same places as Locations (profiler/diagnosis/where.py).
+It judges the target and, in a job, each rank; the end of any other process of the job (a
+multiprocessing child, a DataLoader worker) is child-failed's or child-killed's.
 
 Out-of-memory errors are the out-of-memory rule's. Runs stopped from outside (Ctrl+C, which
 raises KeyboardInterrupt; SIGINT, SIGTERM, SIGHUP; SIGKILL, which the out-of-memory rule reads
@@ -37,6 +39,7 @@ from profiler.diagnosis.where import (
     user_frame,
 )
 from profiler.profile.model import Profile
+from profiler.profile.processes import ROLE_RANK
 
 RULE_ID = "run-failed"
 EXPLANATION_EARLY = (
@@ -65,6 +68,8 @@ MESSAGE_CHARS = 300
 
 
 def check(profile: Profile, config: DiagnosisConfig) -> list[Finding]:
+    if profile.process.proc != 0 and profile.process.role != ROLE_RANK:
+        return []  # a child's end is child-failed's and child-killed's, never the run's
     exc = final_exception(profile)
     info = profile.info
     if exc is not None:

@@ -1,0 +1,34 @@
+"""A damaged profile opened in the app says so: the status bar says how much of the file was
+read, and the Findings panel's verdict is about that part, never "No problems found" alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from app.mainwindow import MainWindow
+from tests.damaged_files import record
+
+
+def test_a_finished_run_cut_in_half_opens_saying_it_is_damaged(
+    qtbot, window: MainWindow, tmp_path: Path
+) -> None:
+    data = record(tmp_path / "whole.memsight").read_bytes()
+    cut = tmp_path / "half.memsight"
+    cut.write_bytes(data[: len(data) // 2])
+    assert window.open_profile(str(cut))
+    qtbot.waitUntil(lambda: not window.diagnosis.busy, timeout=30_000)
+    read = window.profile.damaged.read_bytes if window.profile and window.profile.damaged else 0
+    assert window.status.state_label.text() == (
+        f"Damaged file: read {read:,} of {len(data) // 2:,} bytes"
+    )
+    header = window.findings.header.text()
+    assert "damaged file" in header and header != "No problems found"
+    assert "This file is damaged" in window.findings.details.toPlainText()
+
+
+def test_a_whole_file_opens_as_before(qtbot, window: MainWindow, tmp_path: Path) -> None:
+    path = record(tmp_path / "whole.memsight")
+    assert window.open_profile(str(path))
+    qtbot.waitUntil(lambda: not window.diagnosis.busy, timeout=30_000)
+    assert window.status.state_label.text() == "Ended: exit code 0"
+    assert "damaged" not in window.findings.header.text()
