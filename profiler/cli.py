@@ -955,6 +955,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except MemoryError:
+        # A profile's reader bounds what a file can cost (profile/storage.py), but what is left
+        # of the machine's memory is not the file's doing: one line, not a traceback.
+        command = args[0] if args and not args[0].startswith("-") else "memsight"
+        sys.stderr.write(f"memsight: error: {command}: out of memory\n")
+        return 1
 
 
 if __name__ == "__main__":

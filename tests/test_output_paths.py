@@ -22,7 +22,7 @@ from profiler import protocol
 from profiler.output_path import OutputError, output_target, write_output
 from profiler.profile.storage import file_header, load_profile
 from tests.hostile import frames
-from tests.support import Completed, one_line, run_cli, wait_until
+from tests.support import Completed, one_line, run_cli, run_plain, wait_until
 
 DEVICES = ("/dev/null", "/dev/full")
 
@@ -254,3 +254,22 @@ def test_run_streams_its_profile_into_a_fifo(tmp_path: Path) -> None:
     got = load_profile(tmp_path / "got.memsight")
     assert got.complete and got.damaged is None and got.ram is not None and len(got.ram) > 0
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+def test_running_out_of_memory_while_drawing_the_report_is_one_line(
+    tmp_path: Path, profile: Path
+) -> None:
+    # What is left of the machine's memory is not the file's doing: the HTML page of a large
+    # profile on a small machine ends in one line, exit 1, and leaves nothing behind.
+    code = (
+        "import sys, profiler.report as report\n"
+        "def no_memory(*args, **kwargs):\n"
+        "    raise MemoryError\n"
+        "report.write_html = no_memory\n"
+        "from profiler.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    done = run_plain(["-c", code, "report", str(profile), "--html", "out.html"], tmp_path)
+    assert done.returncode == 1
+    assert done.stderr == "memsight: error: report: out of memory\n"
+    assert not (tmp_path / "out.html").exists()
