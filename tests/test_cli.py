@@ -264,7 +264,8 @@ def test_report_contents_shows_the_holder_that_grew(tmp_path: Path) -> None:
     # The first census is at optimizer step 5 on a quiet machine; on a busy one the script can
     # be slower to reach its loop than the first census on the clock (census_schedule.py).
     assert re.match(
-        r"What changed from (optimizer step 5|[\d.]+ s) to optimizer step \d+", lines[0]
+        r"What changed from (optimizer step 5 \([\d.]+ s\)|[\d.]+ s) to optimizer step \d+ ",
+        lines[0],
     )
     assert "`kept` (list, local of `train()` in holder_local.py)" in lines[2]  # first: grew most
     data = json.loads(memsight("report", str(out), "--json", "--contents").stdout)
