@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from profiler.profile.model import Profile
 from profiler.profile.processes import ROLE_DATALOADER_WORKER, ROLE_RANK
+from profiler.profile.summary import summarize
 from profiler.units import format_bytes, format_duration
 
 COMMAND_CHARS = 120
@@ -59,15 +58,14 @@ def child_facts(profile: Profile) -> ChildFacts:
     if len(command) > COMMAND_CHARS:
         command = command[: COMMAND_CHARS - 1] + "…"
     ended = process.ended if process.ended is not None else profile.duration
-    peak = peak_at = lowest = None
+    lowest = None
+    # Its RAM peak as the report's process table shows it: one definition (profile/summary.py).
+    peak_ram = summarize(profile).ram
+    peak, peak_at = (peak_ram.bytes, peak_ram.t) if peak_ram is not None else (None, None)
     ram = profile.ram
-    if ram is not None and len(ram):
-        column = ram["rss_peak"] if "rss_peak" in ram else ram["rss"]
-        at = int(np.argmax(column))
-        peak, peak_at = int(column[at]), float(ram.t[at])
-        if "available" in ram:
-            available = ram["available"][ram["available"] > 0]
-            lowest = int(available.min()) if len(available) else None
+    if ram is not None and len(ram) and "available" in ram:
+        available = ram["available"][ram["available"] > 0]
+        lowest = int(available.min()) if len(available) else None
     return ChildFacts(
         kind=f"a {kind}",
         name=f"{kind} pid {process.pid if process.pid is not None else '?'}",
