@@ -22,13 +22,15 @@ from app.recordings import recordings_dir
 from app.session import RunSession
 from app.statusbar import RunStatusBar
 from app.timeline import TimelineView
-from profiler.compare_command import change_text, changes, value_text
 from profiler.comparison import (
     SIGNIFICANT_BYTES,
     SIGNIFICANT_SHARE,
     Comparison,
     aligned_times,
+    change_text,
+    changes,
     compare,
+    value_text,
 )
 from profiler.diagnosis import Finding
 from profiler.launch.spec import RunSpec

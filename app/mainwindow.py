@@ -46,8 +46,9 @@ from profiler.diagnosis import Finding
 from profiler.diagnosis.contents import Census, census_label
 from profiler.launch.spec import ExitStatus, default_profile_name
 from profiler.output_path import OutputError
+from profiler.profile.header import SUFFIX
 from profiler.profile.model import Profile
-from profiler.profile.storage import SUFFIX, ProfileError, load_profile
+from profiler.profile.storage import ProfileError, load_profile
 from profiler.report import write_html
 from profiler.units import format_bytes
 

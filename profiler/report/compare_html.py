@@ -12,8 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from profiler.compare_command import change_text, changes, value_text
-from profiler.comparison import Comparison, aligned_times
+from profiler.comparison import Comparison, aligned_times, change_text, changes, value_text
 from profiler.diagnosis import Finding
 from profiler.profile.model import Profile
 from profiler.profile.series import PROCESS_TREE, Series, process_tree_bytes
