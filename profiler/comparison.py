@@ -26,7 +26,7 @@ from profiler.diagnosis import Diagnosis, Finding, diagnose, finding_to_json
 from profiler.diagnosis.config import DEFAULT_CONFIG
 from profiler.diagnosis.signals import iteration_levels, linear_fit
 from profiler.profile.model import Profile
-from profiler.profile.series import iterations
+from profiler.profile.series import iterations, memory_name
 from profiler.profile.summary import Peak, summarize
 from profiler.units import format_bytes, format_duration
 
@@ -168,18 +168,15 @@ def _device_peaks(profile: Profile) -> dict[int, dict[str, float]]:
 
 def growth_per_iteration(profile: Profile) -> dict[str, float]:
     """Bytes per iteration that memory between iterations climbs, per memory ("RAM",
-    "GPU cuda:0"), fitted after the growth rule's warm-up; empty without iterations."""
+    "GPU memory (cuda:0)", series.memory_name), fitted after the growth rule's warm-up; empty without iterations."""
     config = DEFAULT_CONFIG
     out = {}
     for levels in iteration_levels(profile, config.growth_samples_per_level):
-        skip = max(
-            config.growth_warmup_min_steps, int(levels.count * config.growth_warmup_fraction)
-        )
-        kept = levels.index > skip
+        kept = levels.past_warmup(config)
         if kept.sum() < 2:
             continue
         fit = linear_fit(levels.index[kept].astype(np.float64), levels.bytes[kept])
-        name = "RAM" if levels.plot == "ram" else f"GPU cuda:{levels.device}"
+        name = memory_name(levels.plot, levels.device)
         out[name] = fit.slope
     return out
 

@@ -39,13 +39,10 @@ import threading
 import time
 from typing import Any, Dict, Optional
 
-OPTIMIZER_STEPS, BACKWARD_PASSES, FORWARD_PASSES = (
-    "optimizer steps",
-    "backward passes",
-    "forward passes",
-)
+from ..protocol import ITERATION_KINDS, OPTIMIZER_STEPS
+
 # The kinds of iterations, best first: once a better kind was seen, the others no longer count.
-ITERATION_RANK = {OPTIMIZER_STEPS: 0, BACKWARD_PASSES: 1, FORWARD_PASSES: 2}
+ITERATION_RANK = {kind: rank for rank, kind in enumerate(ITERATION_KINDS)}
 ON_THE_CLOCK = "time"  # a census taken on the clock: `iteration` counts those censuses
 CLOCK_FIRST_S = 2.0
 FIRST = 5

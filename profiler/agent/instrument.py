@@ -78,6 +78,7 @@ from typing import (
 
 from ..codefiles import is_library_file
 from ..protocol import (
+    BACKWARD_PASSES,
     CLEARED_FIRST_STEP,
     CLEARED_GRAD_REPLACED,
     CLEARED_NONE,
@@ -87,6 +88,8 @@ from ..protocol import (
     FLAG_GRAD,
     FLAG_REQUIRES_GRAD,
     FLAG_TRAINING,
+    FORWARD_PASSES,
+    OPTIMIZER_STEPS,
     SPAN_BACKWARD,
     SPAN_FORWARD,
     SPAN_LINK,
@@ -94,10 +97,7 @@ from ..protocol import (
     STEP_TABLE,
 )
 from .census_schedule import (
-    BACKWARD_PASSES,
-    FORWARD_PASSES,
     ITERATION_RANK,
-    OPTIMIZER_STEPS,
     CensusSchedule,
 )
 
