@@ -40,6 +40,7 @@ import time
 from typing import Any, Dict, Optional
 
 from ..protocol import ITERATION_KINDS, OPTIMIZER_STEPS
+from .port import AgentPort
 
 # The kinds of iterations, best first: once a better kind was seen, the others no longer count.
 ITERATION_RANK = {kind: rank for rank, kind in enumerate(ITERATION_KINDS)}
@@ -78,7 +79,7 @@ def every_from_mode(mode: str) -> Optional[int]:
 
 
 class CensusSchedule:
-    def __init__(self, agent: Any, torch: Any, mode: str) -> None:
+    def __init__(self, agent: AgentPort, torch: Any, mode: str) -> None:
         self.agent = agent
         self.torch = torch
         self.every = every_from_mode(mode)

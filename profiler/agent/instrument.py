@@ -100,6 +100,7 @@ from .census_schedule import (
     ITERATION_RANK,
     CensusSchedule,
 )
+from .port import AgentPort
 
 MAX_CALL_SITES = 256  # distinct (module class, calling line) pairs recorded per run
 DISCOVERY_FORWARDS = 3  # root forwards without a new root before discovery ends
@@ -145,7 +146,7 @@ _now = time.monotonic_ns
 
 
 class Instrumentation:
-    def __init__(self, agent: Any, torch: Any) -> None:
+    def __init__(self, agent: AgentPort, torch: Any) -> None:
         self.agent = agent
         self.torch = torch
         self._local = threading.local()
