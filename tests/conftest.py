@@ -11,6 +11,7 @@ from tests.load import (
     OPTION,
     CpuHogs,
     cores,
+    deadline,
     one_thread_per_program,
     parse_hogs,
     set_load,
@@ -52,10 +53,19 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    hogs = config.stash.get(HOGS, 0)
+    quiet_limit = float(config.getini("timeout") or 0)
     for item in items:
         if under_load(item.nodeid):
             item.add_marker(MARK)
+        if hogs:
+            # pytest-timeout's limit (the ini's, or the test's own marker) is a hang guard
+            # like the helpers' deadlines, and is stretched the same way under load.
+            own = item.get_closest_marker("timeout")
+            limit = float(own.args[0]) if own is not None and own.args else quiet_limit
+            if limit > 0:
+                item.add_marker(pytest.mark.timeout(deadline(limit)), append=False)
 
 
 def _hogs_line(config: pytest.Config) -> str:

@@ -16,7 +16,7 @@ from tests.support import ROOT
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # the same parser, from PyPI (a dependency below 3.11)
-    import tomli as tomllib
+    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
 ARCHITECTURE = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
 

@@ -225,3 +225,39 @@ def test_deadlines_stretch_with_the_declared_load(monkeypatch: pytest.MonkeyPatc
     assert load.deadline(10.0) == pytest.approx(30.0)
     load.set_load(0)
     assert load.deadline(10.0) == 10.0
+
+
+# A test that leaves the time limit pytest-timeout will give it (its closest timeout marker).
+LIMIT_PROBE = """
+import json, os
+from pathlib import Path
+import pytest
+
+@pytest.mark.timeout(20)
+def test_limit(request):
+    limit = request.node.get_closest_marker("timeout").args[0]
+    Path(os.environ["PROBE_DIR"], "limit.json").write_text(json.dumps(limit))
+"""
+
+
+@pytest.mark.slow  # runs pytest sessions in subprocesses
+@pytest.mark.parametrize("hogs", [0, 2])
+def test_a_tests_time_limit_is_stretched_like_every_deadline(hogs: int, tmp_path: Path) -> None:
+    # A module fixture that runs four programs beside 4 hogs on 2 cores needs three times
+    # its quiet time: pytest-timeout's limit is a hang guard, stretched as the helpers' are.
+    probe = tmp_path / "test_limit_probe.py"
+    probe.write_text(LIMIT_PROBE)
+    environment = child_env({"PROBE_DIR": str(tmp_path)})
+    environment.pop(ENV_VAR, None)
+    plugins = ["-p", "tests.conftest", "-p", "no:cacheprovider", "--rootdir", str(tmp_path)]
+    done = subprocess.run(
+        [PYTHON, "-m", "pytest", *plugins, f"--cpu-hogs={hogs}", str(probe)],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    limit = json.loads((tmp_path / "limit.json").read_text())
+    assert limit == pytest.approx(20 * (1 + hogs / cores()))

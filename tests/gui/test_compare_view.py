@@ -83,13 +83,13 @@ def test_the_gui_thread_diagnoses_nothing_and_the_shown_runs_findings_are_reused
     # Comparing diagnoses both runs (1.6 s each on a 1 M-sample profile): never on the GUI
     # thread, and the shown run not again when the Findings panel has its final findings.
     import profiler.comparison
+    from profiler.diagnosis import diagnose as real  # what profiler.comparison calls
 
     shown = training(0.0)
     window._show_profile(shown, tmp_path / "after.memsight")
     window._diagnose(final=True)
     qtbot.waitUntil(lambda: window.findings.profile is shown and window.findings.final)
     calls: list[tuple[Profile, bool]] = []
-    real = profiler.comparison.diagnose
 
     def diagnose(profile: Profile) -> Diagnosis:
         calls.append((profile, threading.current_thread() is threading.main_thread()))
