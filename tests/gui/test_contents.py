@@ -210,9 +210,18 @@ def test_censuses_appear_while_the_run_goes_on(
     window.open_script(str(script))
     window.contents_dock.raise_()
     window.start_run()
-    qtbot.waitUntil(lambda: window.contents.census.count() >= 2, timeout=RUN_TIMEOUT_MS)
+
+    # The latest census is shown as it arrives. Which census first names `kept` depends on the
+    # machine: on a busy one `import torch` outlasts the first censuses on the clock, taken
+    # before the loop (census_schedule.py); the loop's own come at iterations 5, 10, ...
+    def kept_shown() -> bool:
+        if "Holder" not in titles(window.contents):
+            return False  # no census yet
+        return any("`kept` (list" in text for text in column(window.contents, "Holder"))
+
+    qtbot.waitUntil(kept_shown, timeout=RUN_TIMEOUT_MS)
+    assert window.contents.census.count() >= 1
     assert window.session.controller is not None and window.session.controller.running
-    assert any("`kept` (list" in text for text in column(window.contents, "Holder"))
     assert window.timeline.event_lane.time_marks  # the latest census, marked as it arrives
     window.stop_run()
     wait_until_settled(qtbot, window)
