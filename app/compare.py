@@ -1,15 +1,16 @@
 """The Compare panel: the shown run against another (File > Compare With..., or the run before
-it), with the numbers `memsight compare` prints, from the same functions."""
+it), with the numbers `memsight compare` prints, from the same functions; and the
+CompareController that computes it off the GUI thread."""
 
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from html import escape
 from pathlib import Path
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import (
     QDockWidget,
-    QFileDialog,
     QHBoxLayout,
     QLabel,
     QPushButton,
@@ -18,22 +19,21 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.recordings import recordings_dir
-from app.session import RunSession
-from app.statusbar import RunStatusBar
+from app.findings import FindingsPanel
 from app.timeline import TimelineView
-from profiler.compare_command import change_text, changes, value_text
 from profiler.comparison import (
     SIGNIFICANT_BYTES,
     SIGNIFICANT_SHARE,
     Comparison,
     aligned_times,
+    change_text,
+    changes,
     compare,
+    value_text,
 )
 from profiler.diagnosis import Finding
 from profiler.launch.spec import RunSpec
 from profiler.profile.model import Profile
-from profiler.profile.storage import ProfileError, load_profile
 from profiler.units import format_bytes
 
 
@@ -58,6 +58,13 @@ class ComparePanel(QWidget):
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(top)
         layout.addWidget(self.text, 1)
+
+    def set_waiting(self, before_name: str) -> None:
+        """A comparison is on its way: say with what, until it comes."""
+        self.comparison = None
+        self.stop.setEnabled(True)
+        self.title.setText(f"Comparing this run with {before_name}…")
+        self.text.clear()
 
     def set_comparison(self, c: Comparison | None, before_name: str = "") -> None:
         self.comparison = c
@@ -108,65 +115,77 @@ def _findings(word: str, found: list[Finding]) -> list[str]:
     return [f"<p><b>{word}</b></p><ul>{items}</ul>"]
 
 
-class Comparing:
-    """The main window's comparing: File > Compare With..., a Shift-drop, the previous run.
+class CompareController(QObject):
+    """The window's comparing (File > Compare With..., a Shift-drop, the run before): the shown
+    run against another, overlaid on the plots with the numbers of `memsight compare`.
 
-    A mixin of MainWindow, which provides the attributes declared here."""
+    Comparing diagnoses both runs, which takes seconds on a long run: it runs in a worker
+    thread, and the shown run's findings are the Findings panel's when it has the final ones.
+    The result comes back in the GUI thread; one for a run no longer shown is dropped.
+    `failed` carries a title and a one-line message for the window to show.
+    """
 
-    profile: Profile | None
-    session: RunSession
-    timeline: TimelineView
-    compare: ComparePanel
-    compare_dock: QDockWidget
-    status: RunStatusBar
-    _previous: tuple[Profile, Path] | None
+    failed = Signal(str, str)
 
-    def show_error(self, title: str, message: str) -> None: ...
+    def __init__(
+        self,
+        timeline: TimelineView,
+        panel: ComparePanel,
+        dock: QDockWidget,
+        findings: FindingsPanel,
+        parent: QObject | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self._timeline, self._panel, self._dock, self._findings = timeline, panel, dock, findings
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="compare")
+        self._pending: tuple[Future[Comparison], Profile, Profile, Path] | None = None
+        self._timer = QTimer(self)
+        self._timer.setInterval(40)
+        self._timer.timeout.connect(self._poll)
 
-    def _choose_comparison(self) -> None:
-        if self.profile is None:
-            self.show_error("Nothing to compare", "Open or record a run first.")
+    @property
+    def busy(self) -> bool:
+        return self._pending is not None
+
+    def compare(self, shown: Profile, other: Profile, path: Path) -> None:
+        """Compare `other` (before) with `shown` (after); the panel says so until it is done."""
+        findings = self._findings
+        known = findings.diagnosis if findings.profile is shown and findings.final else None
+        job = self._executor.submit(compare, other, shown, None, known)
+        self._pending = (job, shown, other, path)
+        self._panel.set_waiting(path.name)
+        self._dock.show()
+        self._dock.raise_()
+        self._timer.start()
+
+    def stop(self) -> None:
+        """Put the comparison away, and drop one still on its way."""
+        self._pending = None
+        self._timer.stop()
+        self._timeline.set_comparison(None)
+        self._panel.set_comparison(None)
+        self._dock.hide()
+
+    def shutdown(self) -> None:
+        self._pending = None
+        self._timer.stop()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def _poll(self) -> None:
+        if self._pending is None or not self._pending[0].done():
             return
-        path, _ = QFileDialog.getOpenFileName(
-            self,  # type: ignore[arg-type]  # a QMainWindow with this mixin
-            "Compare With",
-            str(recordings_dir()),
-            "memsight profiles (*.memsight)",
-        )
-        if path:
-            self.compare_with_file(path)
-
-    def compare_with_file(self, path: str) -> bool:
-        """Show the run of `path` beside the shown one: overlaid, with the numbers."""
+        job, _shown, other, path = self._pending
+        self._pending = None
+        self._timer.stop()
         try:
-            other = load_profile(path)
-        except ProfileError as exc:
-            self.show_error("Cannot compare", str(exc))
-            return False
-        return self.compare_with(other, Path(path))
-
-    def compare_with_previous(self) -> None:
-        if self._previous is not None and self.compare_with(*self._previous):
-            self.status.compare_previous_button.hide()
-
-    def compare_with(self, other: Profile, path: Path) -> bool:
-        if self.profile is None or self.session.running:
-            return False
-        try:
-            comparison = compare(other, self.profile)
+            comparison = job.result()
         except Exception as exc:  # whatever a file holds, the app stays up
-            self.show_error("Cannot compare", f"{path}: {type(exc).__name__}: {exc}")
-            return False
-        self.timeline.set_comparison(other, lambda t: aligned_times(comparison, t))
-        self.compare.set_comparison(comparison, path.name)
-        self.compare_dock.show()
-        self.compare_dock.raise_()
-        return True
-
-    def stop_comparing(self) -> None:
-        self.timeline.set_comparison(None)
-        self.compare.set_comparison(None)
-        self.compare_dock.hide()
+            self._panel.set_comparison(None)
+            self._dock.hide()
+            self.failed.emit("Cannot compare", f"{path}: {type(exc).__name__}: {exc}")
+            return
+        self._timeline.set_comparison(other, lambda t: aligned_times(comparison, t))
+        self._panel.set_comparison(comparison, path.name)
 
 
 def same_target(profile: Profile, spec: RunSpec) -> bool:

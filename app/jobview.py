@@ -16,6 +16,7 @@ from PySide6.QtCore import Qt
 from app.plotting import Curve, make_curve
 from profiler.profile.model import Event, Profile
 from profiler.profile.series import MAIN_RSS, Series
+from profiler.profile.summary import process_name
 from profiler.units import format_bytes
 
 # The other processes of a job (ranks, spawned workers): colours apart from the target's series.
@@ -42,8 +43,7 @@ def job_order(job: Profile) -> list[Profile]:
 
 def choice_label(profile: Profile) -> str:
     """How the selector names a process: "rank 1", or "pid 4242 (target)" for process 0."""
-    label = profile.process.label
-    return f"{label} (target)" if profile.process.proc == 0 else label
+    return process_name(profile.process)
 
 
 def rss_label(profile: Profile) -> str:

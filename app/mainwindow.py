@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
 )
 
 import profiler
-from app.compare import ComparePanel, Comparing, same_target
+from app.compare import CompareController, ComparePanel, same_target
 from app.console import ConsoleView
 from app.contents import ContentsPanel
 from app.findings import BackgroundDiagnosis, FindingsPanel
@@ -46,8 +46,9 @@ from profiler.diagnosis import Finding
 from profiler.diagnosis.contents import Census, census_label
 from profiler.launch.spec import ExitStatus, default_profile_name
 from profiler.output_path import OutputError
+from profiler.profile.header import SUFFIX
 from profiler.profile.model import Profile
-from profiler.profile.storage import SUFFIX, ProfileError, load_profile
+from profiler.profile.storage import ProfileError, load_profile
 from profiler.report import write_html
 from profiler.units import format_bytes
 
@@ -66,7 +67,7 @@ OPEN_FILTER = (
 )
 
 
-class MainWindow(Comparing, QMainWindow):
+class MainWindow(QMainWindow):
     def __init__(self, store: QSettings | None = None) -> None:
         super().__init__()
         self.store = store or QSettings("memsight", "memsight")
@@ -103,6 +104,10 @@ class MainWindow(Comparing, QMainWindow):
         self.tabifyDockWidget(self.console_dock, self.contents_dock)
         self.tabifyDockWidget(self.console_dock, self.compare_dock)
         self.compare_dock.hide()
+        self.comparing = CompareController(
+            self.timeline, self.compare, self.compare_dock, self.findings, self
+        )
+        self.comparing.failed.connect(self.show_error)
         self.compare.closeRequested.connect(self.stop_comparing)
         self._previous: tuple[Profile, Path] | None = None  # the run before this one
         self.console_dock.raise_()
@@ -502,6 +507,42 @@ class MainWindow(Comparing, QMainWindow):
         self.status.showMessage(f"Exported {path} ({format_bytes(size)})", 5000)
         return True
 
+    # -- comparing ------------------------------------------------------------------------------
+
+    def _choose_comparison(self) -> None:
+        if self.profile is None:
+            self.show_error("Nothing to compare", "Open or record a run first.")
+            return
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Compare With", str(recordings_dir()), "memsight profiles (*.memsight)"
+        )
+        if path:
+            self.compare_with_file(path)
+
+    def compare_with_file(self, path: str) -> bool:
+        """Show the run of `path` beside the shown one: overlaid, with the numbers."""
+        try:
+            other = load_profile(path)
+        except ProfileError as exc:
+            self.show_error("Cannot compare", str(exc))
+            return False
+        return self.compare_with(other, Path(path))
+
+    def compare_with_previous(self) -> None:
+        if self._previous is not None and self.compare_with(*self._previous):
+            self.status.compare_previous_button.hide()
+
+    def compare_with(self, other: Profile, path: Path) -> bool:
+        """Start comparing the shown run with `other` (in the background); False when no run
+        is shown or one is being recorded."""
+        if self.profile is None or self.session.running:
+            return False
+        self.comparing.compare(self.profile, other, path)
+        return True
+
+    def stop_comparing(self) -> None:
+        self.comparing.stop()
+
     def show_error(self, title: str, message: str) -> None:
         box = QMessageBox(
             QMessageBox.Icon.Critical, title, shorten(message), QMessageBox.StandardButton.Ok, self
@@ -655,6 +696,7 @@ class MainWindow(Comparing, QMainWindow):
                 return
             self.session.kill()
         self.diagnosis.shutdown()
+        self.comparing.shutdown()
         self.store.setValue("geometry", self.saveGeometry())
         self.store.setValue("window_state", self.saveState(WINDOW_STATE_VERSION))
         self.settings.save(self.store)

@@ -43,6 +43,8 @@ from app.plotting import (
 )
 from profiler.profile.model import Profile
 from profiler.profile.series import (
+    BEFORE_ALLOCATED,
+    BEFORE_TREE,
     DEVICE_USED,
     GPU_ALLOCATED,
     GPU_ALLOCATED_PEAK,
@@ -52,15 +54,13 @@ from profiler.profile.series import (
     PROCESS_TREE,
     WORKERS,
     Series,
+    memory_name,
     process_tree_bytes,
 )
 from profiler.units import format_bytes
 
 FOLLOW_WINDOW_S = 60.0
 
-# The run compared with (File > Compare With...): dashed, in grey, on every plot.
-OTHER_TREE = Series("other_tree", "compared run: process tree", "#606060", dashed=True)
-OTHER_GPU = Series("other_allocated", "compared run: allocated", "#606060", dashed=True)
 # The whole job's total: the target's process tree holds every process of the job.
 JOB_TREE_LABEL = "Whole job (tree)"
 
@@ -115,7 +115,7 @@ class TimelineView(QWidget):
         layout.addLayout(top)
         layout.addWidget(self.graphics, 1)
 
-        self.ram_plot = self._make_plot("RAM", row=0)
+        self.ram_plot = self._make_plot(memory_name("ram", None), row=0)
         self.gpu_plot = self._make_plot("GPU memory", row=1)
         # Iterations, phases and events, and the lines at errors and censuses (app/eventlane.py).
         self.event_lane = EventLane(self.graphics, 2, self.ram_plot, self.gpu_plot)
@@ -572,12 +572,14 @@ class TimelineView(QWidget):
         at = place if place is not None else (lambda t: t)
         ram = other.ram
         if ram is not None and len(ram):
-            self._add_other(self.ram_plot, OTHER_TREE, at(ram.t), process_tree_bytes(ram))
+            self._add_other(self.ram_plot, BEFORE_TREE, at(ram.t), process_tree_bytes(ram))
         gpu = other.gpu
         if gpu is not None:
             device = self._gpu_device if self._gpu_device is not None else int(gpu["device"][0])
             mine = gpu["device"] == device
-            self._add_other(self.gpu_plot, OTHER_GPU, at(gpu.t[mine]), gpu["allocated"][mine])
+            self._add_other(
+                self.gpu_plot, BEFORE_ALLOCATED, at(gpu.t[mine]), gpu["allocated"][mine]
+            )
         self._build_levels()
 
     def _add_other(self, plot: pg.PlotItem, series: Series, t: np.ndarray, y: np.ndarray) -> None:

@@ -6,7 +6,7 @@ The profile is benchmarks/synthetic_recording.py's: what a 10 ms recording of a 
 training run holds (ram, gpu, children, steps, spans, JSON events; described below), written
 through the recorder's own writing path, not a shortcut: Recording's frame sink, its
 profiler.recorder.blocks.TableBuffer per table drained every FLUSH_S (200 ms) of simulated
-time into profiler.profile.storage.ProfileWriter. Then profiler.profile.storage.compact_profile
+time into profiler.profile.writer.ProfileWriter. Then profiler.profile.storage.compact_profile
 rewrites it, as Recording.finish does after a clean end. Both files are measured: the verdict
 is on the finished (compacted) one, which is what users normally load; the file as recorded
 is what a killed recording leaves behind (and what the live view decodes).

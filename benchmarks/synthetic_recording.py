@@ -12,7 +12,7 @@ _common.large_profile, by gui_load.py and report_html.py. The API:
   added one by one to Recording's profiler.recorder.blocks.TableBuffer, the agent's rows a
   frame at a time (Recording.on_rows) and its JSON events as they come (Recording.on_events),
   all drained by Recording.flush every FLUSH_S (200 ms) of simulated time into
-  profiler.profile.storage.ProfileWriter. Then profiler.profile.storage.compact_profile
+  profiler.profile.writer.ProfileWriter. Then profiler.profile.storage.compact_profile
   rewrites it, as Recording.finish does after a clean end (`make_profile` does both).
 * `verify(profile, timeline) -> list[str]`: what differs between a loaded profile and the
   generated data (empty: nothing).
@@ -89,9 +89,11 @@ from profiler.agent.client import EVENTS_PER_FRAME
 from profiler.agent.client import FLUSH_S as AGENT_FLUSH_S
 from profiler.agent.instrument import BREAKDOWN_EVERY_NS, BREAKDOWN_WARMUP_STEPS
 from profiler.launch.spec import RunSpec
-from profiler.profile import codec, storage
+from profiler.profile import codec, header, storage, writer
+from profiler.profile.header import FORMAT_VERSION
 from profiler.profile.model import TIME_COLUMNS, Profile
-from profiler.profile.storage import FORMAT_VERSION, ProfileWriter, compact_profile, load_profile
+from profiler.profile.storage import compact_profile, load_profile
+from profiler.profile.writer import ProfileWriter
 from profiler.protocol import (
     CHILD_TABLE,
     GPU_TABLE,
@@ -116,7 +118,7 @@ FIRST_WORKER_PID = 41000
 TABLES = (RAM_TABLE, CHILD_TABLE, GPU_TABLE, STEP_TABLE, SPAN_TABLE)
 # Source files the bytes of a profile depend on besides this module: part of the cache key,
 # since an encoding can change without a version constant changing.
-WRITING_PATH: tuple[ModuleType, ...] = (protocol, codec, storage, blocks, session)
+WRITING_PATH: tuple[ModuleType, ...] = (protocol, codec, header, storage, writer, blocks, session)
 
 
 @dataclass(frozen=True)
@@ -228,7 +230,7 @@ def cache_key(params: Params) -> str:
 
 def cache_path(params: Params, folder: Path | None = None) -> Path:
     folder = Path(tempfile.gettempdir()) if folder is None else folder
-    return folder / f"memsight-synthetic-{cache_key(params)}{storage.SUFFIX}"
+    return folder / f"memsight-synthetic-{cache_key(params)}{header.SUFFIX}"
 
 
 def cached_profile(params: Params | None = None, folder: Path | None = None) -> Path:
@@ -852,10 +854,10 @@ def file_breakdown(path: Path) -> dict[str, int]:
     the RUN and schema frames)."""
     data = path.read_bytes()
     out = {schema.name: 0 for schema in TABLES} | {"events": 0}
-    out["other"] = storage.FILE_HEADER.size
+    out["other"] = header.FILE_HEADER.size
     names: dict[int, str] = {}
     reader = protocol.FrameReader(max_payload=protocol.MAX_FILE_PAYLOAD)
-    reader.feed(data[storage.FILE_HEADER.size :])
+    reader.feed(data[header.FILE_HEADER.size :])
     for kind, payload in reader.frames():
         size = protocol.HEADER_SIZE + len(payload)
         base, plain = protocol.unpack_payload(kind, payload)

@@ -46,7 +46,8 @@ from _common import (
 )
 
 from profiler import protocol
-from profiler.profile.storage import ProfileWriter, load_profile
+from profiler.profile.storage import load_profile
+from profiler.profile.writer import ProfileWriter
 from profiler.protocol import GPU_TABLE, TableSchema
 from profiler.recorder.blocks import TableBuffer
 from profiler.recorder.server import AgentServer

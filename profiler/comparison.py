@@ -18,15 +18,17 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from profiler.diagnosis import Diagnosis, Finding, diagnose
+from profiler.diagnosis import Diagnosis, Finding, diagnose, finding_to_json
 from profiler.diagnosis.config import DEFAULT_CONFIG
 from profiler.diagnosis.signals import iteration_levels, linear_fit
 from profiler.profile.model import Profile
-from profiler.profile.series import iterations
+from profiler.profile.series import iterations, memory_name
 from profiler.profile.summary import Peak, summarize
+from profiler.units import format_bytes, format_duration
 
 SIGNIFICANT_SHARE = 0.05
 SIGNIFICANT_BYTES = 8 * 1024 * 1024
@@ -166,18 +168,15 @@ def _device_peaks(profile: Profile) -> dict[int, dict[str, float]]:
 
 def growth_per_iteration(profile: Profile) -> dict[str, float]:
     """Bytes per iteration that memory between iterations climbs, per memory ("RAM",
-    "GPU cuda:0"), fitted after the growth rule's warm-up; empty without iterations."""
+    "GPU memory (cuda:0)", series.memory_name), fitted after the growth rule's warm-up; empty without iterations."""
     config = DEFAULT_CONFIG
     out = {}
     for levels in iteration_levels(profile, config.growth_samples_per_level):
-        skip = max(
-            config.growth_warmup_min_steps, int(levels.count * config.growth_warmup_fraction)
-        )
-        kept = levels.index > skip
+        kept = levels.past_warmup(config)
         if kept.sum() < 2:
             continue
         fit = linear_fit(levels.index[kept].astype(np.float64), levels.bytes[kept])
-        name = "RAM" if levels.plot == "ram" else f"GPU cuda:{levels.device}"
+        name = memory_name(levels.plot, levels.device)
         out[name] = fit.slope
     return out
 
@@ -254,3 +253,128 @@ def aligned_times(c: Comparison, t: np.ndarray) -> np.ndarray:
     out[early] = t[early] + (xa[0] - xb[0])
     out[late] = t[late] + (xa[-1] - xb[-1])
     return out
+
+
+# -- text ------------------------------------------------------------------------------------
+
+
+def format_comparison(c: Comparison, before_name: str, after_name: str) -> str:
+    lines = [
+        "memsight compare",
+        f"  before  {before_name}: {_run(c.before)}",
+        f"  after   {after_name}: {_run(c.after)}",
+    ]
+    if not c.same_script:
+        lines.append("  (the runs are of different scripts: the numbers compare, the code may not)")
+    lines += ["", f"  {'':<34} {'before':>12} {'after':>12}  change"]
+    for change in changes(c):
+        lines.append(
+            f"  {change.label:<34} {value_text(change, change.before):>12} "
+            f"{value_text(change, change.after):>12}  {change_text(change)}"
+        )
+    memory = [*c.peaks, *c.growth]
+    if not any(change.significant for change in memory):
+        lines.append("  No significant change in memory.")
+    f = c.findings
+    lines += ["", "Findings"]
+    for word, found in (("resolved", f.resolved), ("new", f.new)):
+        lines += [f"  {word:<9}{_finding(finding)}" for finding in found]
+    lines += [f"  {'still':<9}{_finding(after)}" for _before, after in f.still]
+    if not (f.resolved or f.new or f.still):
+        lines.append("  none in either run")
+    lines += [
+        "",
+        f"* marks a change of at least {100 * SIGNIFICANT_SHARE:g} % and "
+        f"{format_bytes(SIGNIFICANT_BYTES)} (growth: "
+        f"{format_bytes(SIGNIFICANT_BYTES_PER_ITERATION)} per iteration; time: "
+        f"{100 * SIGNIFICANT_SECONDS_SHARE:g} %);",
+        "smaller ones are within the noise between two recordings of one script.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def changes(c: Comparison) -> list[Change]:
+    """The rows every view of a comparison shows: peaks, growth, time; those in a run."""
+    every = (*c.peaks, *c.growth, c.iteration_time)
+    return [change for change in every if change.before is not None or change.after is not None]
+
+
+def _run(profile: Profile) -> str:
+    info = profile.info
+    return (
+        f"{info.target}  ({info.start_time.replace('T', ' ')[:19]}, "
+        f"{format_duration(profile.duration)}, {info.ended_by})"
+    )
+
+
+def value_text(change: Change, value: float | None) -> str:
+    """One side of a change as the text, the HTML page and the app show it."""
+    if value is None:
+        return "—"
+    if change.kind == "seconds":
+        return format_duration(value)
+    text = format_bytes(abs(value))
+    if change.kind == "bytes/iteration":
+        return ("-" if value < 0 else "+") + text
+    return text
+
+
+def change_text(change: Change) -> str:
+    """The change itself, "-538.1 MiB (-58.4 %) *", "*" when it is significant."""
+    delta = change.absolute
+    if delta is None:
+        return "only in one run"
+    mark = " *" if change.significant else ""
+    relative = change.relative
+    share = f" ({100 * relative:+.1f} %)" if relative is not None else ""
+    if change.kind == "seconds":
+        return f"{delta:+.3f} s{share}{mark}"
+    return f"{'-' if delta < 0 else '+'}{format_bytes(abs(delta))}{share}{mark}"
+
+
+def _finding(finding: Finding) -> str:
+    return f"[{finding.severity}] {finding.rule}: {finding.heading}"
+
+
+# -- JSON ------------------------------------------------------------------------------------
+
+
+def change_to_json(change: Change) -> dict[str, Any]:
+    return {
+        "label": change.label,
+        "before": change.before,
+        "after": change.after,
+        "absolute": change.absolute,
+        "relative": change.relative,
+        "significant": change.significant,
+    }
+
+
+def comparison_to_json(c: Comparison) -> dict[str, Any]:
+    def run(profile: Profile) -> dict[str, Any]:
+        info = profile.info
+        return {
+            "file": profile.source,
+            "script": f"-m {info.module}" if info.module else info.script,
+            "argv": info.argv,
+            "start_time": info.start_time,
+            "exit_code": info.exit_code,
+            "signal": info.signal,
+            "iterations": profile.iterations,
+        }
+
+    f = c.findings
+    return {
+        "before": run(c.before),
+        "after": run(c.after),
+        "same_script": c.same_script,
+        "aligned_by": c.aligned_by,
+        "peaks": [change_to_json(x) for x in c.peaks],
+        "growth_per_iteration": [change_to_json(x) for x in c.growth],
+        "time_per_iteration": change_to_json(c.iteration_time),
+        "findings": {
+            "resolved": [finding_to_json(x) for x in f.resolved],
+            "new": [finding_to_json(x) for x in f.new],
+            "still": [finding_to_json(after) for _before, after in f.still],
+        },
+    }

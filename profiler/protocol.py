@@ -31,6 +31,14 @@ CHILD_ROLE_OTHER = "other"
 # torch.multiprocessing._set_thread_name("pt_data_worker") on the worker's main thread.
 DATALOADER_WORKER_NAME = "pt_data_worker"
 
+# What an iteration of the program's loop is, best first (a census event's `iterations_are`;
+# profiler/profile/series.py's `iterations`): its optimizer steps, else its backward passes
+# (weights updated by hand), else batches of its outermost forward passes (inference).
+OPTIMIZER_STEPS = "optimizer steps"
+BACKWARD_PASSES = "backward passes"
+FORWARD_PASSES = "forward passes"
+ITERATION_KINDS = (OPTIMIZER_STEPS, BACKWARD_PASSES, FORWARD_PASSES)
+
 HEADER = struct.Struct("<IBI")
 HEADER_SIZE = HEADER.size
 

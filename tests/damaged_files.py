@@ -8,7 +8,9 @@ from pathlib import Path
 import numpy as np
 
 from profiler import protocol
-from profiler.profile.storage import FILE_HEADER, ProfileWriter, compact_profile
+from profiler.profile.header import FILE_HEADER
+from profiler.profile.storage import compact_profile
+from profiler.profile.writer import ProfileWriter
 from profiler.recorder.blocks import TableBuffer
 
 T0 = 5_000_000_000

@@ -103,8 +103,10 @@ def spans(forwards: list[tuple[int, int]], linked: list[int], start: float = 1.0
         t = start + 0.1 * (fid - 1) + 0.05
         rows += [(t, protocol.SPAN_BACKWARD, fid, 0, 0), (t, protocol.SPAN_LINK, fid, 0, 0)]
     rows.sort(key=lambda row: row[0])
-    t, kind, ids, module, flags = (np.array(column) for column in zip(*rows, strict=False))
-    return table("spans", t, end=t + 0.01, kind=kind, id=ids, module=module, flags=flags, depth=0)
+    times, kind, ids, module, flags = (np.array(column) for column in zip(*rows, strict=False))
+    return table(
+        "spans", times, end=times + 0.01, kind=kind, id=ids, module=module, flags=flags, depth=0
+    )
 
 
 def oom_event(kind: str, t: float = 5.0, **numbers: int) -> Event:
@@ -242,8 +244,10 @@ def loop(
             t, end = t0 + 0.6 * dt, t0 + 0.8 * dt
             rows.append((t, end, protocol.SPAN_BACKWARD, ids[0], 0, 0))
             rows += [(t, end, protocol.SPAN_LINK, f, 0, 0) for f in ids]
-    t, end, kind, ids, module, flag = (np.array(c) for c in zip(*rows, strict=True))
-    return table("spans", t, end=end, kind=kind, id=ids, module=module, flags=flag, depth=0)
+    times, ends, kind, span_ids, module_ids, flag = (np.array(c) for c in zip(*rows, strict=True))
+    return table(
+        "spans", times, end=ends, kind=kind, id=span_ids, module=module_ids, flags=flag, depth=0
+    )
 
 
 def holder(name: str, kind: str, size: int, count: int = 1, **more: object) -> dict[str, object]:

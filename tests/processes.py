@@ -133,7 +133,9 @@ def wait_for_setting(
         content = settings.read_text() if settings.exists() else ""
         return content if text in content else None
 
-    return wait_until(written, timeout, f"{text} in {settings}")
+    content = wait_until(written, timeout, f"{text} in {settings}")
+    assert content is not None
+    return content
 
 
 def record_in_terminal(

@@ -185,7 +185,9 @@ def wait_for_samples(path: Path, seconds: float, timeout: float = 15.0) -> Profi
         profile = try_load(path)
         return profile if ram_seconds(profile) >= seconds else None
 
-    return wait_until(enough, timeout, f"{seconds} s of samples in {path.name}")
+    profile = wait_until(enough, timeout, f"{seconds} s of samples in {path.name}")
+    assert profile is not None
+    return profile
 
 
 def seconds_since_t0(profile: Profile, monotonic_ns: int) -> float:

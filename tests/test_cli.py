@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 import profiler
-from profiler.cli import UsageError, main, split_run_args
+from profiler.cli import main
+from profiler.command_line import UsageError
+from profiler.commands.run import split_run_args
 from tests.support import MEMSIGHT, child_env, run_memsight, write_script
 
 
@@ -34,7 +36,9 @@ from tests.support import MEMSIGHT, child_env, run_memsight, write_script
         (["--no-hooks"], (["--no-hooks"], None, False, [])),
     ],
 )
-def test_memsight_options_end_where_the_target_begins(argv: list[str], expected: tuple) -> None:
+def test_memsight_options_end_where_the_target_begins(
+    argv: list[str], expected: tuple[list[str], str | None, bool, list[str]]
+) -> None:
     assert split_run_args(argv) == expected
 
 
@@ -287,7 +291,7 @@ def _profile_with_snapshot(path: Path, blob: bytes) -> None:
     import hashlib
 
     from profiler import protocol
-    from profiler.profile.storage import ProfileWriter
+    from profiler.profile.writer import ProfileWriter
 
     writer = ProfileWriter(path)
     writer.write(protocol.encode_json_frame(protocol.RUN, {"t0_ns": 1, "script": "t.py"}))
@@ -345,7 +349,7 @@ def test_export_of_a_profile_without_snapshots_says_how_to_record_one(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from profiler import protocol
-    from profiler.profile.storage import ProfileWriter
+    from profiler.profile.writer import ProfileWriter
 
     writer = ProfileWriter(tmp_path / "p.memsight")
     writer.write(protocol.encode_json_frame(protocol.RUN, {"t0_ns": 1}))
@@ -378,19 +382,19 @@ def test_cuda_history_needs_a_positive_number(value: str) -> None:
 
 
 def _build(value: str) -> None:
-    from profiler.cli import _run_parser, build_spec
+    from profiler.commands.run import build_parser, build_spec
 
-    options = _run_parser().parse_args([f"--cuda-history={value}"])
+    options = build_parser().parse_args([f"--cuda-history={value}"])
     build_spec(options, "t.py", False, [])
 
 
 def test_cuda_history_without_a_number_keeps_100000_entries(tmp_path: Path) -> None:
-    from profiler.cli import _run_parser, build_spec
+    from profiler.commands.run import build_parser, build_spec
 
     script = tmp_path / "t.py"
     script.write_text("")
-    assert build_spec(_run_parser().parse_args([]), str(script), False, []).cuda_history == 0
-    options = _run_parser().parse_args(["--cuda-history"])
+    assert build_spec(build_parser().parse_args([]), str(script), False, []).cuda_history == 0
+    options = build_parser().parse_args(["--cuda-history"])
     assert build_spec(options, str(script), False, []).cuda_history == 100_000
-    options = _run_parser().parse_args(["--cuda-history=2_000"])
+    options = build_parser().parse_args(["--cuda-history=2_000"])
     assert build_spec(options, str(script), False, []).cuda_history == 2000

@@ -20,7 +20,8 @@ import pytest
 
 from profiler import protocol
 from profiler.output_path import OutputError, output_target, write_output
-from profiler.profile.storage import file_header, load_profile
+from profiler.profile.header import file_header
+from profiler.profile.storage import load_profile
 from tests.hostile import frames
 from tests.support import Completed, one_line, run_cli, run_plain, wait_until
 

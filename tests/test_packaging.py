@@ -1,10 +1,14 @@
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
-import tomllib
-
 from tests.support import ROOT
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the same parser, from PyPI (a dependency below 3.11)
+    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
 
 def test_every_package_in_the_tree_is_listed_in_pyproject() -> None:

@@ -16,7 +16,7 @@ def test_a_frame_round_trips_through_the_reader_fed_one_byte_at_a_time() -> None
         protocol.encode_frame(protocol.EVENTS, b"[]" * 300, compress=True),
     ]
     reader = FrameReader()
-    got = []
+    got: list[tuple[int, bytes]] = []
     for byte in b"".join(frames):
         reader.feed(bytes([byte]))
         got.extend(reader.frames())
@@ -42,7 +42,7 @@ def test_a_lenient_reader_skips_oversized_and_corrupt_frames_and_keeps_in_step()
     good = protocol.encode_frame(protocol.EVENTS, b"[]")
     reader = FrameReader(max_payload=50, lenient=True)
     stream = big + bytes(bad) + good
-    got = []
+    got: list[tuple[int, bytes]] = []
     for i in range(0, len(stream), 7):  # oversized frame arrives in pieces and is skipped
         reader.feed(stream[i : i + 7])
         got.extend(reader.frames())

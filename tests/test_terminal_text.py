@@ -11,7 +11,7 @@ import pytest
 
 from profiler import protocol
 from profiler.cli import main
-from profiler.profile.storage import ProfileWriter
+from profiler.profile.writer import ProfileWriter
 from profiler.recorder.blocks import TableBuffer
 from profiler.terminal_text import terminal_safe
 from tests.support import run_cli, write_script

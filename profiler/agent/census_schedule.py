@@ -39,13 +39,11 @@ import threading
 import time
 from typing import Any, Dict, Optional
 
-OPTIMIZER_STEPS, BACKWARD_PASSES, FORWARD_PASSES = (
-    "optimizer steps",
-    "backward passes",
-    "forward passes",
-)
+from ..protocol import ITERATION_KINDS, OPTIMIZER_STEPS
+from .port import AgentPort
+
 # The kinds of iterations, best first: once a better kind was seen, the others no longer count.
-ITERATION_RANK = {OPTIMIZER_STEPS: 0, BACKWARD_PASSES: 1, FORWARD_PASSES: 2}
+ITERATION_RANK = {kind: rank for rank, kind in enumerate(ITERATION_KINDS)}
 ON_THE_CLOCK = "time"  # a census taken on the clock: `iteration` counts those censuses
 CLOCK_FIRST_S = 2.0
 FIRST = 5
@@ -81,7 +79,7 @@ def every_from_mode(mode: str) -> Optional[int]:
 
 
 class CensusSchedule:
-    def __init__(self, agent: Any, torch: Any, mode: str) -> None:
+    def __init__(self, agent: AgentPort, torch: Any, mode: str) -> None:
         self.agent = agent
         self.torch = torch
         self.every = every_from_mode(mode)

@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from typing import Any, Dict, List, NoReturn, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, NoReturn, Optional, Tuple
 
 from .. import protocol
 from ..protocol import AGENT_TABLES, GPU_TABLE, HEAP_TABLE, encode_json_frame
@@ -24,6 +24,9 @@ from . import oom
 from .outbox import Outbox
 from .snapshots import CudaSnapshots
 from .tracebacks import format_traceback
+
+if TYPE_CHECKING:  # imported once torch is: installing the hooks needs it
+    from .instrument import Instrumentation
 
 FLUSH_S = 0.1
 EVENTS_PER_FRAME = 500  # keeps every frame far below the recorder's size limit
@@ -74,7 +77,7 @@ class Agent(Outbox):
         self.interval_s = interval_s
         self.hooks = hooks
         self.census = census  # census_schedule's mode: "auto", "never" or "every-N"
-        self.instrumentation: Any = None  # instrument.Instrumentation once torch is imported
+        self.instrumentation: Optional[Instrumentation] = None  # once torch is imported
         self._watcher: Any = None
         self._reader: Any = None
         self._exception_ids = 0

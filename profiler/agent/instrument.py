@@ -78,6 +78,7 @@ from typing import (
 
 from ..codefiles import is_library_file
 from ..protocol import (
+    BACKWARD_PASSES,
     CLEARED_FIRST_STEP,
     CLEARED_GRAD_REPLACED,
     CLEARED_NONE,
@@ -87,6 +88,8 @@ from ..protocol import (
     FLAG_GRAD,
     FLAG_REQUIRES_GRAD,
     FLAG_TRAINING,
+    FORWARD_PASSES,
+    OPTIMIZER_STEPS,
     SPAN_BACKWARD,
     SPAN_FORWARD,
     SPAN_LINK,
@@ -94,12 +97,10 @@ from ..protocol import (
     STEP_TABLE,
 )
 from .census_schedule import (
-    BACKWARD_PASSES,
-    FORWARD_PASSES,
     ITERATION_RANK,
-    OPTIMIZER_STEPS,
     CensusSchedule,
 )
+from .port import AgentPort
 
 MAX_CALL_SITES = 256  # distinct (module class, calling line) pairs recorded per run
 DISCOVERY_FORWARDS = 3  # root forwards without a new root before discovery ends
@@ -145,7 +146,7 @@ _now = time.monotonic_ns
 
 
 class Instrumentation:
-    def __init__(self, agent: Any, torch: Any) -> None:
+    def __init__(self, agent: AgentPort, torch: Any) -> None:
         self.agent = agent
         self.torch = torch
         self._local = threading.local()

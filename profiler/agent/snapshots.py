@@ -26,6 +26,8 @@ import threading
 import time
 from typing import Any, Dict, List, Optional
 
+from .port import AgentPort
+
 MAX_OOM_SNAPSHOTS = 3  # the allocator reports OOMs it recovers from too (cuDNN's retries)
 MAX_BLOCK_SUMMARIES = 8
 LARGEST_BLOCKS = 20  # allocated blocks listed in a cuda_blocks event
@@ -38,7 +40,7 @@ ALLOCATED = "active_allocated"
 
 
 class CudaSnapshots:
-    def __init__(self, agent: Any, max_entries: int, folder: Optional[str]) -> None:
+    def __init__(self, agent: AgentPort, max_entries: int, folder: Optional[str]) -> None:
         self.agent = agent
         self.max_entries = max_entries  # 0: --cuda-history was not given
         self.folder = folder if max_entries > 0 else None

@@ -26,7 +26,7 @@ from profiler.diagnosis.contents import (
 )
 from profiler.diagnosis.finding import Location
 from profiler.profile.model import Profile
-from profiler.profile.series import OPTIMIZER_STEPS
+from profiler.protocol import OPTIMIZER_STEPS
 from profiler.units import format_bytes
 
 MAX_HOLDERS = 3

@@ -5,14 +5,17 @@ Everything here reads a Profile and returns numbers; nothing decides whether a r
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
 from profiler import protocol
+from profiler.diagnosis.config import DiagnosisConfig
 from profiler.profile.model import Event, Profile, SampleTable
-from profiler.profile.series import OPTIMIZER_STEPS, Iterations, iterations
+from profiler.profile.series import Iterations, iterations, process_tree
+from profiler.protocol import OPTIMIZER_STEPS
 
 FloatArray = np.ndarray
 
@@ -141,6 +144,14 @@ class IterationLevels:
     def readings(self, index: np.ndarray) -> int:
         """How many distinct levels were read for these iterations."""
         return len(np.unique((index - 1) // self.group))
+
+    def past_warmup(self, config: DiagnosisConfig) -> np.ndarray:
+        """Which levels a growth per iteration is fitted to, by the growth rule and by
+        `memsight compare` alike: those after the warm-up (growth_warmup_fraction of the
+        iterations, at least growth_warmup_min_steps), where the first batches, the
+        optimizer's state and the allocator's cache have settled."""
+        skip = max(config.growth_warmup_min_steps, int(self.count * config.growth_warmup_fraction))
+        return np.asarray(self.index > skip)
 
 
 def iteration_levels(profile: Profile, samples_per_level: int = 3) -> Iterator[IterationLevels]:
@@ -340,3 +351,50 @@ def step_at(profile: Profile, when: float) -> int | None:
     if steps is None:
         return None
     return int(np.searchsorted(steps["end"], when, side="right"))
+
+
+# -- how the run ended ------------------------------------------------------------------------
+
+# Stops that come from outside the script (the user, a job scheduler) rather than from it.
+STOPPED_FROM_OUTSIDE = ("KeyboardInterrupt",)
+
+# Signals that mean the interpreter itself crashed (an extension's bug, an abort()).
+CRASH_SIGNALS = {
+    int(sig): sig.name
+    for sig in (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGFPE, signal.SIGILL)
+}
+
+MESSAGE_CHARS = 300
+
+
+def oom_kind(profile: Profile, config: DiagnosisConfig) -> str | None:
+    """'gpu', 'cpu', 'python' or 'killed' when the run ended in an OOM, else None."""
+    exc = final_exception(profile)
+    if exc is not None and exc.get("oom"):
+        return str(exc.get("oom"))
+    if killed_near_limit(profile, config) is not None:
+        return "killed"
+    return None
+
+
+def killed_near_limit(profile: Profile, config: DiagnosisConfig) -> tuple[float, int] | None:
+    if profile.info.signal != signal.SIGKILL:
+        return None
+    capacity = ram_capacity(profile)
+    tree = process_tree(profile)
+    if capacity is None or tree is None:
+        return None
+    t, used = tree
+    end = float(t[-1])
+    recent = t >= end - config.oom_kill_window_s
+    peak = int(used[recent].max())
+    ram = profile.ram
+    assert ram is not None
+    available = ram["available"][recent]
+    total = profile.info.ram_total_bytes or 0
+    near = peak >= config.oom_kill_fraction * capacity.bytes or (
+        total > 0
+        and len(available)
+        and int(available.min()) <= (1 - config.oom_kill_fraction) * total
+    )
+    return (end, peak) if near else None

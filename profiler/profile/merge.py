@@ -38,6 +38,7 @@ import numpy as np
 from profiler import protocol
 from profiler.output_path import OutputTarget, write_output
 from profiler.profile import codec
+from profiler.profile.header import PROCESSES_VERSION, file_header
 from profiler.profile.model import TIME_COLUMNS, Profile
 from profiler.profile.processes import (
     PROC_COLUMN,
@@ -45,7 +46,7 @@ from profiler.profile.processes import (
     shared_table_base,
     shared_table_name,
 )
-from profiler.profile.storage import PROCESSES_VERSION, file_header, read_frames
+from profiler.profile.storage import read_frames
 from profiler.protocol import TableSchema
 
 ALIGNMENT_ERROR_MS = 1.0  # two start times rounded to the millisecond

@@ -15,6 +15,7 @@ import numpy.typing as npt
 
 from profiler import protocol
 from profiler.profile.model import FloatArray, Profile, SampleTable
+from profiler.protocol import BACKWARD_PASSES, FORWARD_PASSES, OPTIMIZER_STEPS
 
 IntArray = npt.NDArray[np.int64]
 
@@ -39,6 +40,19 @@ GPU_ALLOCATED_PEAK = Series("allocated_peak", "Allocated, peak between samples",
 GPU_RESERVED = Series("reserved", "Reserved", "#9467bd")
 GPU_RESERVED_PEAK = Series("reserved_peak", "Reserved, peak between samples", "#c5b0d5")
 DEVICE_USED = Series("device_used", "Device used (NVML)", "#8c564b", dashed=True)
+
+# Two runs compared (`memsight compare`, the app's Compare With...): the run compared with is
+# "before", drawn dashed in grey; the shown run is "after", in its own colours.
+BEFORE_TREE = Series("before_tree", "before: process tree", "#606060", dashed=True)
+BEFORE_ALLOCATED = Series("before_allocated", "before: allocated", "#606060", dashed=True)
+AFTER_TREE = Series("after_tree", "after: process tree", PROCESS_TREE.color)
+
+
+def memory_name(plot: str, device: int | None) -> str:
+    """What a memory is called wherever one is named (the charts, the findings, the comparison):
+    "RAM", or "GPU memory (cuda:N)"."""
+    return "RAM" if plot == "ram" else f"GPU memory (cuda:{device})"
+
 
 # Marks on the time axis, the same in the app and the report: optimizer steps, epochs, the
 # errors and the exit the run ended with, and the phases of an iteration.
@@ -72,10 +86,6 @@ def process_tree(profile: Profile) -> tuple[FloatArray, IntArray] | None:
 
 
 # -- iterations ------------------------------------------------------------------------------
-
-OPTIMIZER_STEPS = "optimizer steps"
-BACKWARD_PASSES = "backward passes"
-FORWARD_PASSES = "forward passes"
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,6 @@ import hashlib
 import mmap
 import os
 import stat
-import struct
 import zlib
 from collections.abc import Generator, Iterator
 from typing import Any
@@ -20,28 +19,20 @@ from typing import Any
 from profiler import protocol
 from profiler.output_path import OutputError, output_target, write_output
 from profiler.profile import codec
+from profiler.profile.header import (
+    ATTACHMENTS_VERSION,
+    FILE_HEADER,
+    FLAG_WHOLE,
+    FORMAT_VERSION,
+    MAGIC,
+    file_header,
+)
 from profiler.profile.model import Damage, Profile
 from profiler.profile.replay import (
     DecodeBudget,
     ProfileBuilder,
 )
 from profiler.protocol import ProtocolError, TableSchema
-
-MAGIC = b"MEMSIGHT"
-# Version 2 is version 1 plus ATTACHMENT frames; version 3 adds the processes of a job other
-# than the target (profile/processes.py: procs_ tables, events with "proc"), which an older
-# reader would take for the target's. A file is written as the lowest version that holds what
-# it has, so that older memsight releases still open every file they can.
-ATTACHMENTS_VERSION = 2
-PROCESSES_VERSION = 3
-FORMAT_VERSION = 3
-BASE_VERSION = 1
-FILE_HEADER = struct.Struct("<8sHHI")  # magic, format version, flags, reserved
-# Header flags. WHOLE: the file was written in one go after its recording ended (compacted),
-# so its end, the recording_end event, must be there: a file with the flag that lacks it lost
-# its tail. Older readers ignore the flags.
-FLAG_WHOLE = 1
-SUFFIX = ".memsight"
 
 # Limits on what a file can make the loader allocate (docs/profile-format.md#limits). A real
 # recording holds at most 2 GiB of CUDA snapshots (recorder/snapshots.py) and 32 MiB of output
@@ -56,10 +47,6 @@ class ProfileError(Exception):
         self.path = os.fspath(path)
         self.problem = problem
         super().__init__(f"{self.path}: {problem}")
-
-
-def file_header(version: int = BASE_VERSION, flags: int = 0) -> bytes:
-    return FILE_HEADER.pack(MAGIC, version, flags, 0)
 
 
 def load_profile(path: str | os.PathLike[str]) -> Profile:
@@ -386,7 +373,3 @@ def read_attachment(
         )
     if sha256 is not None and digest.hexdigest() != sha256:
         raise ProfileError(name, f"attachment {attachment_id} is damaged (checksum mismatch)")
-
-
-# Re-exported: the writer lives in its own module (it imports this one for the header).
-from profiler.profile.writer import ProfileWriter as ProfileWriter  # noqa: E402

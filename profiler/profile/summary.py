@@ -217,6 +217,30 @@ def summarize_processes(profile: Profile) -> list[ProcessSummary]:
     return out
 
 
+def process_name(process: ProcessInfo) -> str:
+    """A process as every per-process view names it: "rank 1", "pid 4242 (target)"."""
+    return f"{process.label} (target)" if process.proc == 0 else process.label
+
+
+# The per-process table's columns, in the text report and the HTML report alike (process_row).
+PROCESS_COLUMNS = (
+    ("process", "process"), ("role", "role"), ("peak_ram", "peak RAM"),
+    ("peak_gpu", "peak GPU"), ("iterations", "iterations"), ("ended", "ended"),
+)  # fmt: skip
+
+
+def process_row(p: ProcessSummary) -> dict[str, str]:
+    """One process as the per-process tables show it, by PROCESS_COLUMNS' keys."""
+    return {
+        "process": process_name(p.process),
+        "role": p.process.role,
+        "peak_ram": format_bytes(p.ram.bytes) if p.ram is not None else "—",
+        "peak_gpu": format_bytes(p.gpu_allocated.bytes) if p.gpu_allocated is not None else "—",
+        "iterations": f"{p.iterations:,}",
+        "ended": ended_text(p),
+    }
+
+
 def ended_text(p: ProcessSummary) -> str:
     """How a process ended, with the exception that ended it: "exit code 1 (RuntimeError)"."""
     if p.exception is None:
@@ -396,19 +420,17 @@ def format_text(profile: Profile, name: str) -> str:
 def _process_table(profile: Profile) -> list[str]:
     """The job's processes, one line each: the per-rank table of `memsight report`."""
     processes = summarize_processes(profile)
-    lines = [
-        f"Processes of the job ({len(processes)})",
-        f"  {'process':<22} {'role':<18} {'peak RAM':>11} {'peak GPU':>11} "
-        f"{'iterations':>10}  ended",
-    ]
+    widths = {"process": -22, "role": -18, "peak_ram": 11, "peak_gpu": 11, "iterations": 10}
+
+    def line(cells: dict[str, str]) -> str:
+        columns = [f"{cells[key]:{'<' if w < 0 else '>'}{abs(w)}}" for key, w in widths.items()]
+        return "  " + " ".join(columns) + "  " + cells["ended"]
+
+    lines = [f"Processes of the job ({len(processes)})", line(dict(PROCESS_COLUMNS))]
     for p in processes[:64]:
-        label = p.process.label if p.process.proc else f"{p.process.label} (target)"
-        gpu = format_bytes(p.gpu_allocated.bytes) if p.gpu_allocated is not None else "—"
-        ram = format_bytes(p.ram.bytes) if p.ram is not None else "—"
-        lines.append(
-            f"  {terminal_safe(label):<22} {p.process.role:<18} {ram:>11} {gpu:>11} "
-            f"{p.iterations:>10,}  {terminal_safe(ended_text(p))}"
-        )
+        row = process_row(p)
+        row["process"], row["ended"] = terminal_safe(row["process"]), terminal_safe(row["ended"])
+        lines.append(line(row))
     if len(processes) > 64:
         lines.append(f"  … and {len(processes) - 64} more")
     return lines

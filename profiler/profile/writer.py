@@ -1,7 +1,7 @@
 """The profile writer: appends frames to a profile file while a run goes on.
 
-The file layout (a 16-byte header, then protocol frames) and its loaders live in
-profiler/profile/storage.py; see docs/profile-format.md.
+The file layout (a 16-byte header, profile/header.py, then protocol frames) and its loaders
+live in profiler/profile/storage.py; see docs/profile-format.md.
 
 A write can fail (a full disk, a quota, an I/O error) while the target goes on running. The
 writer then cuts the file back to the end of its last complete frame, so that it loads up to
@@ -20,15 +20,17 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from profiler.profile.header import (
+    ATTACHMENTS_VERSION,
+    BASE_VERSION,
+    FILE_HEADER,
+    FORMAT_VERSION,
+    PROCESSES_VERSION,
+    file_header,
+)
+
 # What the writer holds in memory while it cannot write (a few minutes of a busy run).
 MAX_PENDING_BYTES = 64 << 20
-
-
-def _header(version: int | None = None) -> bytes:
-    # Imported here, not at module level: storage re-exports ProfileWriter from this module.
-    from profiler.profile import storage
-
-    return storage.file_header(storage.BASE_VERSION if version is None else version)
 
 
 def _reason(exc: OSError) -> str:
@@ -57,13 +59,11 @@ class ProfileWriter:
         self._lock = threading.Lock()
         self._warn = warn or (lambda _line: None)
         self._max_pending = max_pending_bytes
-        self._buffer = bytearray(_header())
+        self._buffer = bytearray(file_header(BASE_VERSION))
         self._header_version: int | None = None  # a header rewrite still to do
         self._version = 1  # the format version the header says
         if self._stream:
-            from profiler.profile.storage import FORMAT_VERSION
-
-            self._buffer = bytearray(_header(FORMAT_VERSION))
+            self._buffer = bytearray(file_header(FORMAT_VERSION))
             self._version = FORMAT_VERSION
         self.bytes_written = 0  # the end of the last complete frame in the file
         self.failing = False  # the last write failed
@@ -87,26 +87,20 @@ class ProfileWriter:
 
     def mark_attachments(self) -> None:
         """The file is about to hold ATTACHMENT frames: its header says format version 2."""
-        from profiler.profile.storage import ATTACHMENTS_VERSION
-
         self.mark_version(ATTACHMENTS_VERSION)
 
     def mark_processes(self) -> None:
         """The file is about to hold other processes than the target: format version 3."""
-        from profiler.profile.storage import PROCESSES_VERSION
-
         self.mark_version(PROCESSES_VERSION)
 
     def mark_version(self, version: int) -> None:
         """The header says at least format `version` (never lower than it says already)."""
-        from profiler.profile.storage import FILE_HEADER
-
         with self._lock:
             if self._closed or version <= self._version:
                 return
             self._version = version
             if len(self._buffer) >= FILE_HEADER.size and self.bytes_written == 0:
-                self._buffer[: FILE_HEADER.size] = _header(version)
+                self._buffer[: FILE_HEADER.size] = file_header(version)
             else:
                 self._header_version = version
                 self._write_pending()
@@ -121,7 +115,7 @@ class ProfileWriter:
         done = 0
         try:
             if self._header_version is not None:
-                os.pwrite(self._fd, _header(self._header_version), 0)
+                os.pwrite(self._fd, file_header(self._header_version), 0)
                 self._header_version = None
             with memoryview(self._buffer) as view:
                 while done < len(view):

@@ -31,7 +31,8 @@ from profiler import protocol
 from profiler.launch.command import build_launch
 from profiler.launch.spec import ExitStatus, RunSpec
 from profiler.profile.processes import PROC_COLUMN, shared_table_name
-from profiler.profile.storage import ProfileError, ProfileWriter, compact_profile
+from profiler.profile.storage import ProfileError, compact_profile
+from profiler.profile.writer import ProfileWriter
 from profiler.protocol import CHILD_TABLE, NVML_TABLE, RAM_TABLE, TableSchema
 from profiler.recorder import lifetime, proctree
 from profiler.recorder import nvml as nvml_mod

@@ -12,28 +12,39 @@ from typing import Any
 
 import numpy as np
 
-from profiler.compare_command import change_text, changes, value_text
-from profiler.comparison import Comparison, aligned_times
+from profiler.comparison import Comparison, aligned_times, change_text, changes, value_text
 from profiler.diagnosis import Finding
 from profiler.profile.model import Profile
-from profiler.profile.series import PROCESS_TREE, Series, process_tree_bytes
+from profiler.profile.series import (
+    AFTER_TREE,
+    BEFORE_TREE,
+    Series,
+    memory_name,
+    process_tree_bytes,
+)
 from profiler.report.data import chart_series
 from profiler.report.html import template_environment
 
 TEMPLATE = "compare.html.j2"
-BEFORE = Series("before", "before: process tree", "#1f77b4")
-AFTER = Series("after", "after: process tree", PROCESS_TREE.color, dashed=True)
 
 
 def render_compare_html(c: Comparison, before_name: str, after_name: str) -> str:
-    before = _tree(c.before, BEFORE, lambda t: aligned_times(c, t))
-    after = _tree(c.after, AFTER, lambda t: t)
+    before = _tree(c.before, BEFORE_TREE, lambda t: aligned_times(c, t))
+    after = _tree(c.after, AFTER_TREE, lambda t: t)
     series = [s for s in (before, after) if s is not None]
     ends = [float(s["t"][-1]) for s in series if s["t"]]
     duration = max([c.after.duration, *ends, 1e-3])
     chart_data = {
         "duration": round(duration, 4),
-        "charts": [{"id": "ram", "plot": "ram", "title": "RAM", "series": series, "limits": []}]
+        "charts": [
+            {
+                "id": "ram",
+                "plot": "ram",
+                "title": memory_name("ram", None),
+                "series": series,
+                "limits": [],
+            }
+        ]
         if series
         else [],
         "markers": {"iterations": [], "iteration_every": 1, "epochs": [], "events": []},

@@ -34,10 +34,12 @@ from profiler.profile.series import (
     PROCESS_TREE,
     WORKERS,
     Series,
+    memory_name,
     process_tree_bytes,
 )
 from profiler.profile.summary import (
-    ended_text,
+    process_name,
+    process_row,
     sampling_behind_text,
     sampling_pace,
     summarize,
@@ -78,7 +80,13 @@ def _ram_chart(profile: Profile) -> dict[str, Any] | None:
     capacity = ram_capacity(profile)
     if capacity is not None:
         limits.append({"label": capacity.label, "y": capacity.bytes})
-    return {"id": "ram", "plot": "ram", "title": "RAM", "series": series, "limits": limits}
+    return {
+        "id": "ram",
+        "plot": "ram",
+        "title": memory_name("ram", None),
+        "series": series,
+        "limits": limits,
+    }
 
 
 def _gpu_charts(profile: Profile) -> list[dict[str, Any]]:
@@ -106,7 +114,7 @@ def _gpu_charts(profile: Profile) -> list[dict[str, Any]]:
             {
                 "id": f"gpu{device}",
                 "plot": "gpu",
-                "title": f"GPU memory (cuda:{device})",
+                "title": memory_name("gpu", device),
                 "series": series,
                 "limits": limits,
             }
@@ -179,13 +187,9 @@ def _processes(profile: Profile) -> list[dict[str, Any]]:
         return []
     return [
         {
-            "label": p.process.label + (" (target)" if p.process.proc == 0 else ""),
-            "role": p.process.role,
+            **process_row(p),
+            "label": process_name(p.process),
             "pid": p.process.pid if p.process.pid is not None else "",
-            "peak_ram": format_bytes(p.ram.bytes) if p.ram is not None else "—",
-            "peak_gpu": format_bytes(p.gpu_allocated.bytes) if p.gpu_allocated else "—",
-            "iterations": f"{p.iterations:,}",
-            "ended": ended_text(p),
         }
         for p in summarize_processes(profile)
     ]

@@ -281,7 +281,7 @@ def install(total: int = TOTAL) -> FakeAllocator:
     import torch.cuda.memory
 
     allocator = FakeAllocator(total)
-    cuda = torch.cuda
+    cuda: Any = torch.cuda  # its functions replaced by fakes that only look like torch's
     cuda.is_initialized = lambda: allocator.initialized
     cuda.device_count = lambda: 1
     cuda.current_device = lambda: 0
@@ -289,7 +289,7 @@ def install(total: int = TOTAL) -> FakeAllocator:
         name="Fake GPU", total_memory=allocator.total
     )
     torch._C._cuda_memoryStats = allocator.memory_stats
-    torch._C._cuda_attach_out_of_memory_observer = allocator.attach_out_of_memory_observer
+    torch._C._cuda_attach_out_of_memory_observer = allocator.attach_out_of_memory_observer  # type: ignore[attr-defined]
     torch._C._cuda_isHistoryEnabled = allocator.is_history_enabled
     torch.cuda.memory._record_memory_history = allocator.record_memory_history
     torch.cuda.memory._snapshot = allocator.snapshot

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 import pytest
@@ -25,6 +25,7 @@ import torch
 
 from profiler.agent import census as census_module
 from profiler.agent.census import Census, take_census, unsafe_because
+from profiler.agent.port import AgentPort
 
 FULL = 30.0
 CLOCK_STEP = 0.001  # seconds the fake clock advances at each reading
@@ -50,7 +51,7 @@ def stepping_clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
         readings[0] += 1
         return start + readings[0] * CLOCK_STEP
 
-    monkeypatch.setattr(census_module.time, "perf_counter", clock)
+    monkeypatch.setattr("profiler.agent.census.time.perf_counter", clock)
     yield readings
 
 
@@ -322,7 +323,7 @@ def test_the_schedule_lets_the_scripts_exception_through() -> None:
         raise StepTimeout()  # this test file is the script's code
 
     agent = Agent()
-    schedule = CensusSchedule(agent, torch, "every-1")
+    schedule = CensusSchedule(cast(AgentPort, agent), torch, "every-1")
     original = census_module.take_census
     census_module.take_census = raise_from_the_script
     try:
@@ -347,17 +348,20 @@ class Wrapper(torch.Tensor):
     """A wrapper subclass, as DTensor or a quantized tensor is: its data is `inner`."""
 
     calls: ClassVar[list[str]] = []
+    inner: torch.Tensor  # type: ignore[assignment]  # shadows torch's Tensor.inner(), as DTensor's fields do
 
     @staticmethod
     def __new__(cls, inner: torch.Tensor) -> Wrapper:
-        made = torch.Tensor._make_wrapper_subclass(  # type: ignore[attr-defined]
+        made = torch.Tensor._make_wrapper_subclass(
             cls, inner.shape, dtype=inner.dtype, device=inner.device
         )
         made.inner = inner
-        return made  # type: ignore[no-any-return]
+        return made
 
     @classmethod
-    def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+    def __torch_dispatch__(  # type: ignore[override]  # torch types it as a plain method
+        cls, func: Any, types: Any, args: Any = (), kwargs: Any = None
+    ) -> Any:
         cls.calls.append(str(func))
         unwrap = [a.inner if type(a) is Wrapper else a for a in args]
         return func(*unwrap, **(kwargs or {}))
@@ -409,17 +413,17 @@ def test_no_census_while_tracing_or_transforming() -> None:
     probe = Probe()
     x = torch.ones(3)
     probe(x)
-    torch.jit.trace(probe, (x,), check_trace=False)
+    torch.jit.trace(probe, (x,), check_trace=False)  # type: ignore[no-untyped-call]
     torch.fx.symbolic_trace(probe)
     torch.func.vmap(probe)(torch.ones(2, 3))
 
-    class Passing(TorchDispatchMode):
+    class Passing(TorchDispatchMode):  # type: ignore[no-untyped-call]
         def __torch_dispatch__(
             self, func: Any, types: Any, args: Any = (), kwargs: Any = None
         ) -> Any:
             return func(*args, **(kwargs or {}))
 
-    with Passing():
+    with Passing():  # type: ignore[no-untyped-call]
         probe(x)
     assert probe.reasons == [
         None,
@@ -512,7 +516,7 @@ def test_the_schedule_sends_a_census_in_slices_once_whole(monkeypatch: pytest.Mo
             sent.append(data)
 
     records: list[Any] = [{"acts": floats(1)} for _ in range(5000)]
-    schedule = census_schedule.CensusSchedule(Agent(), torch, "every-100")
+    schedule = census_schedule.CensusSchedule(cast(AgentPort, Agent()), torch, "every-100")
     for step in range(1, 200):
         schedule.at_boundary("optimizer steps", step)
     assert sent, "no census"
@@ -589,8 +593,8 @@ def test_the_census_total_is_what_is_truly_held() -> None:
         "storage": floats(n).untyped_storage(),
     }
     truly = 4 * n * 4  # plain, the buffer once, the iterator's, the storage
-    truly += zoo["sparse"]._indices().untyped_storage().nbytes()
-    truly += zoo["sparse"]._values().untyped_storage().nbytes()
+    truly += cast(torch.Tensor, zoo["sparse"])._indices().untyped_storage().nbytes()
+    truly += cast(torch.Tensor, zoo["sparse"])._values().untyped_storage().nbytes()
     c = take_census(torch, max_seconds=FULL)
     held = sum(h["bytes"] for h in c.holders if ":zoo" in h["id"])
     assert abs(held - truly) <= 0.05 * truly, (held, truly)
@@ -621,8 +625,8 @@ class Net(torch.nn.Module):
 
 def test_holders_in_two_instances_of_one_module_say_which() -> None:
     net = Net()
-    net.blocks[0].attn.att_maps.append(floats(10))  # type: ignore[union-attr, index]
-    net.blocks[1].attn.att_maps.append(floats(20))  # type: ignore[union-attr, index]
+    cast(Block, net.blocks[0]).attn.att_maps.append(floats(10))
+    cast(Block, net.blocks[1]).attn.att_maps.append(floats(20))
     c = take_census(torch, max_seconds=FULL)
     first = holder(c, ":net.blocks.0.attn.att_maps")
     second = holder(c, ":net.blocks.1.attn.att_maps")
@@ -712,7 +716,8 @@ def test_a_suspended_generators_locals_are_named_though_only_a_loop_holds_it() -
         if i == 3:
             seen = take_census(torch, max_seconds=FULL)
             break
-    assert seen is not None and not seen.partial, seen.cost
+    assert seen is not None
+    assert not seen.partial, seen.cost
     assert holder(seen, ":batches_keeping_a_window:" + str(FIRST_LINE) + ":window")["bytes"] == 400
 
 

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import torch
 
 from profiler.agent import census_schedule
-from profiler.agent.census_schedule import (
-    BACKWARD_PASSES,
-    FORWARD_PASSES,
-    OPTIMIZER_STEPS,
-    CensusSchedule,
-)
+from profiler.agent.census_schedule import CensusSchedule
+from profiler.agent.port import AgentPort
+from profiler.protocol import BACKWARD_PASSES, FORWARD_PASSES, OPTIMIZER_STEPS
 
 
 class Agent:
@@ -43,7 +40,7 @@ def taken(agent: Agent) -> list[tuple[str, int]]:
 
 def test_auto_takes_censuses_at_doubling_iterations_of_the_loops_best_kind() -> None:
     agent = Agent()
-    schedule = CensusSchedule(agent, torch, "auto")
+    schedule = CensusSchedule(cast(AgentPort, agent), torch, "auto")
     kept = [torch.ones(1000) for _ in range(3)]  # something for the census to find
     for step in range(1, 101):
         schedule.at_boundary(FORWARD_PASSES, step)  # a forward and a backward per step
@@ -58,12 +55,12 @@ def test_auto_takes_censuses_at_doubling_iterations_of_the_loops_best_kind() -> 
 
 def test_every_n_and_never() -> None:
     every = Agent()
-    schedule = CensusSchedule(every, torch, "every-7")
+    schedule = CensusSchedule(cast(AgentPort, every), torch, "every-7")
     for step in range(1, 30):
         schedule.at_boundary(OPTIMIZER_STEPS, step)
     assert taken(every) == [(OPTIMIZER_STEPS, n) for n in (7, 14, 21, 28)]
     never = Agent()
-    schedule = CensusSchedule(never, torch, "never")
+    schedule = CensusSchedule(cast(AgentPort, never), torch, "never")
     for step in range(1, 30):
         schedule.at_boundary(OPTIMIZER_STEPS, step)
     assert never.events == []
@@ -71,7 +68,7 @@ def test_every_n_and_never() -> None:
 
 def test_over_budget_a_census_waits_for_a_later_iteration(monkeypatch: pytest.MonkeyPatch) -> None:
     agent = Agent()
-    schedule = CensusSchedule(agent, torch, "every-1")
+    schedule = CensusSchedule(cast(AgentPort, agent), torch, "every-1")
     monkeypatch.setattr(census_schedule, "BUDGET_SHARE", 0.0)
     schedule._spent = 1.0  # as if censuses had already cost a second
     # The first two censuses start whatever they cost: one alone compares with nothing.
@@ -88,10 +85,10 @@ def test_a_program_without_iterations_gets_censuses_on_the_clock(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     now = [1000.0]
-    monkeypatch.setattr(census_schedule.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr("profiler.agent.census_schedule.time.monotonic", lambda: now[0])
     agent = Agent()  # torch imported at 1000 s
     agent.started = 1000.0  # type: ignore[attr-defined]
-    schedule = CensusSchedule(agent, torch, "auto")
+    schedule = CensusSchedule(cast(AgentPort, agent), torch, "auto")
     seen = []
     for second in range(0, 40):
         now[0] = 1000.0 + second
@@ -110,10 +107,10 @@ def test_a_program_without_iterations_gets_censuses_on_the_clock(
 
 def test_every_n_on_the_clock_is_every_n_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
     now = [0.0]
-    monkeypatch.setattr(census_schedule.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr("profiler.agent.census_schedule.time.monotonic", lambda: now[0])
     agent = Agent()
     agent.started = 0.0  # type: ignore[attr-defined]
-    schedule = CensusSchedule(agent, torch, "every-3")
+    schedule = CensusSchedule(cast(AgentPort, agent), torch, "every-3")
     for tenth in range(0, 120):
         now[0] = tenth / 10
         schedule.on_clock()
@@ -127,7 +124,7 @@ def test_a_census_is_charged_its_cpu_time_not_its_pause_on_a_busy_machine() -> N
     import threading
 
     agent = Agent()
-    schedule = CensusSchedule(agent, torch, "every-1")
+    schedule = CensusSchedule(cast(AgentPort, agent), torch, "every-1")
     stop = threading.Event()
 
     def busy() -> None:
@@ -157,10 +154,10 @@ def test_censuses_on_the_clock_leave_the_loop_its_first_two(
     # Censuses are compared within their kind: the loop's first two start whatever the
     # budget says.
     now = [1000.0]
-    monkeypatch.setattr(census_schedule.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr("profiler.agent.census_schedule.time.monotonic", lambda: now[0])
     agent = Agent()
     agent.started = 1000.0  # type: ignore[attr-defined]
-    schedule = CensusSchedule(agent, torch, "auto")
+    schedule = CensusSchedule(cast(AgentPort, agent), torch, "auto")
     for second in (2, 4):
         now[0] = 1000.0 + second
         schedule.on_clock()

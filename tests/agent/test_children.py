@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
+from typing import cast
 
 import pytest
 
@@ -68,6 +70,8 @@ def test_an_environment_that_names_the_agent_already_is_left_as_it_is(
 def test_posix_spawn_mappings_str_and_bytes(children: ChildEnvironment) -> None:
     text = children.mapping({"PYTHONPATH": "/p", "X": "1"})
     assert text["X"] == "1" and text["PYTHONPATH"] == STARTUP + os.pathsep + "/p"
-    raw = children.mapping({b"X": b"1"})
+    # A bytes environment, as os.posix_spawn takes one: typed for str only, it stays bytes.
+    bytes_mapping = cast("Callable[[dict[bytes, bytes]], dict[bytes, bytes]]", children.mapping)
+    raw = bytes_mapping({b"X": b"1"})
     assert raw[b"X"] == b"1" and raw[b"PYTHONPATH"] == os.fsencode(STARTUP)
     assert all(isinstance(k, bytes) for k in raw)

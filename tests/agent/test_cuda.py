@@ -24,7 +24,8 @@ class FakeCuda:
     def __init__(self, devices: int = 1, initialized: bool = True, nested: bool = True) -> None:
         self.initialized = initialized
         self.calls: list[str] = []
-        self.stats = [
+        # Counters by name, as torch.cuda.memory_stats nests them (an int, or {"all": {...}}).
+        self.stats: list[dict[str, Any]] = [
             {
                 "allocated_bytes": {"all": {"current": 0, "peak": 0}},
                 "reserved_bytes": {"all": {"current": 0, "peak": 0}},

@@ -13,10 +13,11 @@ import shutil
 import sys
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
+from profiler.agent.port import AgentPort
 from profiler.agent.snapshots import CudaSnapshots, summarize_blocks
 from profiler.diagnosis import diagnose
 from tests.agent import fake_cuda_allocator
@@ -56,7 +57,7 @@ def test_history_is_turned_on_with_python_stacks_and_a_bounded_ring_buffer() -> 
     allocator = fake_cuda_allocator.FakeAllocator()
     fake_cuda_allocator.calls.clear()
     agent = Events()
-    history = CudaSnapshots(agent, 5000, "/nonexistent")
+    history = CudaSnapshots(cast(AgentPort, agent), 5000, "/nonexistent")
     torch = _torch_with(allocator.record_memory_history, enabled=False)
     history.start_history(torch)
     history.start_history(torch)  # once only
@@ -90,7 +91,9 @@ def test_torch_2_0s_boolean_signature_is_used_where_the_string_one_is_missing() 
         seen.append((enabled, record_context, trace_alloc_max_entries, trace_alloc_record_context))
 
     agent = Events()
-    CudaSnapshots(agent, 100, None).start_history(_torch_with(legacy, enabled=None))
+    CudaSnapshots(cast(AgentPort, agent), 100, None).start_history(
+        _torch_with(legacy, enabled=None)
+    )
     assert seen == [(True, True, 100, True)]
     assert agent.of("cuda_history")[0]["api"] == "legacy"
 
@@ -99,7 +102,7 @@ def test_a_script_that_records_history_itself_keeps_its_settings() -> None:
     allocator = fake_cuda_allocator.FakeAllocator()
     fake_cuda_allocator.calls.clear()
     agent = Events()
-    history = CudaSnapshots(agent, 5000, None)
+    history = CudaSnapshots(cast(AgentPort, agent), 5000, None)
     history.start_history(_torch_with(allocator.record_memory_history, enabled=True))
     assert fake_cuda_allocator.calls == []
     assert agent.of("cuda_history") == [
@@ -117,13 +120,13 @@ def test_without_the_option_history_is_never_touched() -> None:
         raise AssertionError("called")
 
     agent = Events()
-    CudaSnapshots(agent, 0, "/tmp").start_history(_torch_with(record))
+    CudaSnapshots(cast(AgentPort, agent), 0, "/tmp").start_history(_torch_with(record))
     assert agent.events == []
 
 
 def test_a_torch_without_the_function_is_reported_not_raised() -> None:
     agent = Events()
-    CudaSnapshots(agent, 10, None).start_history(_torch_with(None))
+    CudaSnapshots(cast(AgentPort, agent), 10, None).start_history(_torch_with(None))
     assert agent.of("cuda_history")[0]["started"] is False
 
 
@@ -306,6 +309,7 @@ def test_history_snapshots_and_block_list_reach_the_profile_and_memory_viz(
 
     # Two snapshots stored (at the OOM and at exit); the default export is the OOM one, the
     # very bytes _dump_snapshot would have written of the dict the allocator returned.
+    assert result.profile_path is not None
     listed = run_cli("export", result.profile_path, "--list", cwd=tmp_path)
     assert listed.stdout.splitlines()[0].startswith("snapshot 1, taken at an out-of-memory error")
     assert "taken at exit" in listed.stdout.splitlines()[1]
@@ -344,7 +348,8 @@ def test_without_cuda_history_nothing_is_recorded_but_the_block_list_is_kept(
     assert "_record_memory_history" not in json.loads((tmp_path / "calls.json").read_text())
     profile = result.profile()
     assert not list(profile.events_of("cuda_history", "cuda_snapshot", "attachment"))
-    with open(result.profile_path, "rb") as f:  # type: ignore[arg-type]
+    assert result.profile_path is not None
+    with open(result.profile_path, "rb") as f:
         assert f.read(16)[8] == 1  # format version 1: nothing new in the file
     (blocks,) = profile.events_of("cuda_blocks")
     assert blocks.get("with_frames") == 0  # no history, no stacks

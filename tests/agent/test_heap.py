@@ -77,6 +77,7 @@ def test_held_tensors_are_live_bytes_and_freed_ones_bytes_malloc_keeps(tmp_path:
             assert run.stdout.readline() == "ready\n"
             # Readings start once torch is imported: the level before anything is held.
             rows = wait_until(lambda: heap_rows(out), 30, "a heap reading")
+            assert rows is not None
             base_in_use, base_free = int(rows[0][-1]), int(rows[1][-1])
             count = len(rows[0])
 
@@ -102,6 +103,7 @@ def test_held_tensors_are_live_bytes_and_freed_ones_bytes_malloc_keeps(tmp_path:
                 return int(rows[1][-1]) if rows[0][-1] <= base_in_use + 16 * MiB else None
 
             free = wait_until(freed, 30, "the freed tensors to leave the live bytes")
+            assert free is not None
             # What was freed is now free memory malloc keeps (its trim threshold is 1 GiB).
             assert free >= base_free + 150 * MiB
             run.stdin.write("\n")

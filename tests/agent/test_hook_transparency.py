@@ -14,7 +14,7 @@ from __future__ import annotations
 import collections
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import pytest
 import torch
@@ -140,7 +140,7 @@ class Net(nn.Module):
 class TrainingProperty(Net):
     """A module class whose `training` is a property over a field of its own."""
 
-    @property  # type: ignore[override]
+    @property
     def training(self) -> bool:
         count("training get")
         return bool(self.__dict__.get("_mode", True))
@@ -155,16 +155,20 @@ def first_tensor(output: Any) -> torch.Tensor:
     """The loss's input, found without counting (the script's own reads are not the hooks')."""
     if type(output) is ClassProperty:
         return output.tensor
+    found: torch.Tensor
     if type(output) is Proxy:
-        return object.__getattribute__(output, "_target")  # type: ignore[no-any-return]
+        found = object.__getattribute__(output, "_target")
+        return found
     if isinstance(output, dict):
-        return dict.__getitem__(output, "logits")  # type: ignore[no-any-return]
+        found = dict.__getitem__(output, "logits")
+        return found
     if isinstance(output, (list, tuple)):
-        return (
+        found = (
             list.__getitem__(output, 0)
             if isinstance(output, list)
             else tuple.__getitem__(output, 0)
-        )  # type: ignore[no-any-return]
+        )
+        return found
     assert isinstance(output, torch.Tensor)
     return output
 
@@ -179,7 +183,7 @@ def train(model_class: type[Net], wrap: Callable[[torch.Tensor], Any], steps: in
         model.train()
         opt.zero_grad()
         loss = first_tensor(model(torch.randn(2, 4))).pow(2).sum()
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         opt.step()
         losses.append(round(loss.item(), 6))
         if step == steps - 1:
@@ -229,7 +233,7 @@ class CountedParameter(nn.Parameter):
     @classmethod
     def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         CALLS.append("parameter " + getattr(func, "__name__", str(func)))
-        return super().__torch_function__(func, types, args, kwargs or {})
+        return super().__torch_function__(func, types, args, kwargs or {})  # type: ignore[no-untyped-call]
 
 
 class CountingMode(TorchFunctionMode):
@@ -244,7 +248,7 @@ class Wrapper(torch.Tensor):
     """A wrapper subclass (as DTensor, quantized and NJT tensors are): its sizes come from
     __torch_dispatch__, so even reading its .shape, .dim() or numel() is a call it sees."""
 
-    inner: torch.Tensor
+    inner: torch.Tensor  # type: ignore[assignment]  # shadows torch's Tensor.inner(), as DTensor's fields do
 
     @staticmethod
     def __new__(cls, inner: torch.Tensor, requires_grad: bool = False) -> Wrapper:
@@ -256,14 +260,16 @@ class Wrapper(torch.Tensor):
             dispatch_sizes_strides_policy="sizes",
         )
         made.inner = inner
-        return made  # type: ignore[no-any-return]
+        return made
 
     __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
 
     @classmethod
-    def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+    def __torch_dispatch__(  # type: ignore[override]  # torch types it as a plain method
+        cls, func: Any, types: Any, args: Any = (), kwargs: Any = None
+    ) -> Any:
         CALLS.append("dispatch " + str(func))
-        sizes = {
+        sizes: dict[Any, Callable[[Wrapper], Any]] = {
             torch.ops.aten.sym_size.default: lambda t: t.inner.size(),
             torch.ops.aten.dim.default: lambda t: t.inner.dim(),
             torch.ops.aten.sym_numel.default: lambda t: t.inner.numel(),
@@ -351,7 +357,8 @@ def test_each_kind_of_dataset_counts_its_epochs() -> None:
         seen = []
         for _ in range(4):
             for data in datasets.values():
-                seen.append(sum(1 for _ in DataLoader(data, batch_size=4)))
+                # A tensor and a list serve as map-style datasets too.
+                seen.append(sum(1 for _ in DataLoader(cast("Dataset[Any]", data), batch_size=4)))
         return seen
 
     plain, hooked, agent = plain_and_hooked(program)
@@ -568,6 +575,7 @@ def test_a_hostile_program_behaves_as_under_python(tmp_path: Path) -> None:
     assert "('mode', " in plain.stdout and "'dispatch'" not in plain.stdout
     profile = traced.profile()
     # 24 steps, one of which raised: every other one is recorded.
+    assert profile.steps is not None
     assert list(profile.steps["index"]) == list(range(1, 24))
     epochs = [(e.get("loader"), e.get("index")) for e in profile.events_of("epoch")]
     assert epochs == [(loader, epoch) for epoch in (1, 2, 3, 4) for loader in (1, 2, 3)]

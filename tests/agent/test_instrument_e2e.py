@@ -13,7 +13,16 @@ import pytest
 from profiler import protocol
 from profiler.diagnosis import diagnose
 from profiler.diagnosis.contents import census_label, censuses, contents, pick
-from tests.support import MEMSIGHT, child_env, find_python, run_memsight, run_plain, write_script
+from profiler.profile.model import Profile
+from tests.support import (
+    MEMSIGHT,
+    Completed,
+    child_env,
+    find_python,
+    run_memsight,
+    run_plain,
+    write_script,
+)
 
 # Real PyTorch training scripts under `memsight run`.
 pytestmark = pytest.mark.slow
@@ -48,7 +57,7 @@ for epoch in range(2):
 """
 
 
-def run_train(tmp_path: Path, mode: str, *options: str) -> tuple:
+def run_train(tmp_path: Path, mode: str, *options: str) -> tuple[Completed, Profile]:
     write_script(tmp_path, "train.py", TRAIN)
     traced = run_memsight([*options, "train.py", mode], tmp_path, out=tmp_path / f"{mode}.memsight")
     assert traced.returncode == 0, traced.stderr
@@ -69,6 +78,7 @@ def cleared(profile: Any) -> list[str | None]:
 def test_iterations_epochs_phases_and_modes_are_recorded(tmp_path: Path) -> None:
     traced, profile = run_train(tmp_path, "zero_grad")
     steps = profile.steps
+    assert steps is not None
     assert list(steps["index"]) == list(range(1, 9))
     assert cleared(profile) == ["zero_grad"] * 8
     # The RSS is read at the first step, then on steps at least 5 ms after the last reading.
@@ -80,6 +90,7 @@ def test_iterations_epochs_phases_and_modes_are_recorded(tmp_path: Path) -> None
         (1, 2),
     ]
     spans = profile.spans
+    assert spans is not None
     forward = spans["kind"] == protocol.SPAN_FORWARD
     assert int(forward.sum()) == 8 + 2 * 2
     flags = spans["flags"][forward]
@@ -108,6 +119,7 @@ def test_gradient_accumulation_clears_before_every_step(tmp_path: Path) -> None:
     _, profile = run_train(tmp_path, "accumulate")
     assert cleared(profile) == ["zero_grad"] * 4
     spans, steps = profile.spans, profile.steps
+    assert spans is not None and steps is not None
     backward_starts = spans["t"][spans["kind"] == protocol.SPAN_BACKWARD]
     step_starts = steps["t"]
     counts = np.histogram(backward_starts, bins=[0.0, *step_starts.tolist()])[0]
@@ -146,6 +158,7 @@ def test_a_closure_that_clears_clears_every_step_it_runs_in(tmp_path: Path) -> N
     profile = traced.profile()
     assert cleared(profile) == ["zero_grad"] * 6
     spans, steps = profile.spans, profile.steps
+    assert spans is not None and steps is not None
     backward_starts = spans["t"][spans["kind"] == protocol.SPAN_BACKWARD]
     inside = (backward_starts[:, None] >= steps["t"]) & (backward_starts[:, None] <= steps["end"])
     assert inside.any(axis=1).all() and len(backward_starts) > 6  # several closures per step

@@ -9,7 +9,7 @@ import importlib
 import time
 from collections.abc import Iterator
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import torch
@@ -41,7 +41,8 @@ class Net(nn.Module):
         self.head = nn.Linear(8, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.body(x))
+        y: torch.Tensor = self.head(self.body(x))
+        return y
 
 
 def train_steps(
@@ -138,11 +139,12 @@ def closure_steps(model: nn.Module, opt: torch.optim.Optimizer, steps: int, clea
             elif clear == "set_to_none":
                 for p in model.parameters():
                     p.grad = None
-            loss = model(x).pow(2).mean()
-            loss.backward()
+            loss: torch.Tensor = model(x).pow(2).mean()
+            loss.backward()  # type: ignore[no-untyped-call]
             return loss
 
-        opt.step(closure)
+        # torch types the closure as returning a float; LBFGS's own returns the loss tensor.
+        opt.step(closure)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -464,7 +466,8 @@ def test_a_light_forward_still_marks_the_phase_and_a_caught_oom(clocked: Any) ->
             phases.append(inst.phase)
             if self.fail:
                 return torch.empty(2**50, dtype=torch.uint8)
-            return self.body(x)
+            y: torch.Tensor = self.body(x)
+            return y
 
     model = Probe()
     opt = torch.optim.SGD(model.parameters(), 0.01)
@@ -486,7 +489,10 @@ def test_an_eval_loop_right_after_the_fast_steps_is_recorded_in_detail(clocked: 
     assert not inst.detail
     recorded = len(agent.forwards())
     model.eval()  # at once: no time passes on the clock
-    loader = torch.utils.data.DataLoader(torch.randn(12, 8), batch_size=4)
+    # A tensor serves as the dataset of its rows.
+    loader = torch.utils.data.DataLoader(
+        cast("torch.utils.data.Dataset[torch.Tensor]", torch.randn(12, 8)), batch_size=4
+    )
     for batch in loader:
         model(batch)
     forwards = agent.forwards()

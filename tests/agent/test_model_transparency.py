@@ -18,7 +18,7 @@ import shutil
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import torch
@@ -107,7 +107,8 @@ class Net(nn.Module):
         self.head = nn.Linear(16, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(torch.relu(self.body(x)))
+        y: torch.Tensor = self.head(torch.relu(self.body(x)))
+        return y
 
 
 class Exporting(Net):
@@ -115,7 +116,8 @@ class Exporting(Net):
 
     @torch.jit.export
     def features(self, x: torch.Tensor) -> torch.Tensor:
-        return self.body(x)
+        y: torch.Tensor = self.body(x)
+        return y
 
 
 X = torch.randn(4, 8)
@@ -186,7 +188,7 @@ def test_deepcopy_gives_a_clean_model_for_an_ema(hooked: Any) -> None:
     assert_still_recorded(inst, agent, model)
     # Containers deep-copy each module: a root inside a larger structure is filtered too.
     wrapped = copy.deepcopy({"model": model, "opt": torch.optim.SGD(model.parameters(), 0.1)})
-    assert_clean_copy(model, wrapped["model"])
+    assert_clean_copy(model, cast(nn.Module, wrapped["model"]))
 
 
 def test_pickle_round_trip(hooked: Any) -> None:
@@ -267,13 +269,13 @@ def test_torch_jit_script(hooked: Any) -> None:
 def test_torch_jit_trace(hooked: Any) -> None:
     inst, agent = hooked
     model = trained(inst)
-    traced = torch.jit.trace(model, X)
+    traced = torch.jit.trace(model, X)  # type: ignore[no-untyped-call]
     assert not traced._forward_hooks and not traced._forward_pre_hooks
     with torch.no_grad():
         assert torch.equal(traced(X), model(X))
     assert_still_recorded(inst, agent, model)
-    exporting = trained(inst, Exporting())
-    traced = torch.jit.trace(exporting, X)  # scripts the module, then traces forward
+    exporting = cast(Exporting, trained(inst, Exporting()))
+    traced = torch.jit.trace(exporting, X)  # type: ignore[no-untyped-call]  # scripts the module, then traces forward
     with torch.no_grad():
         assert torch.equal(traced.features(X), exporting.body(X))
         assert torch.equal(traced(X), exporting(X))
@@ -303,7 +305,8 @@ def test_torch_compile_with_the_eager_backend(hooked: Any, fullgraph: bool) -> N
     reference = copy.deepcopy(model)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        compiled = torch.compile(model, backend="eager", fullgraph=fullgraph)
+        # An OptimizedModule, which torch types as the bare callable it was given.
+        compiled = cast(nn.Module, torch.compile(model, backend="eager", fullgraph=fullgraph))
         assert inst._discovery  # constructing the OptimizedModule re-armed discovery
         out = compiled(X)
     # torch warns when a compiled module is called while global hooks exist: not of ours.
@@ -322,10 +325,10 @@ def test_only_discovery_s_own_global_hooks_are_ignored_by_has_any_global_hook(
 ) -> None:
     inst, _ = hooked
     assert inst._discovery  # discovery runs at start: its global hooks are registered
-    assert not module_mod._has_any_global_hook()
+    assert not module_mod._has_any_global_hook()  # type: ignore[no-untyped-call]
     handle = module_mod.register_module_forward_hook(lambda module, args, output: None)
     try:
-        assert module_mod._has_any_global_hook()
+        assert module_mod._has_any_global_hook()  # type: ignore[no-untyped-call]
     finally:
         handle.remove()
 
@@ -343,7 +346,7 @@ def test_the_wrappers_keep_the_signatures_of_what_they_wrap() -> None:
             "_has_any_global_hook",
         ]
         with pytest.raises(TypeError):
-            nn.Linear(1, 1).__reduce_ex__()  # protocol is required, as for object
+            nn.Linear(1, 1).__reduce_ex__()  # type: ignore[call-arg]  # protocol is required, as for object
     finally:
         inst.uninstall()
 

@@ -10,6 +10,7 @@ examples/clean_spawn_processes.py, examples/clean_short_eval_loader.py): USS rea
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -50,7 +51,7 @@ def workers_profile(
     seed: int = 0,
     events: list[Event] | None = None,
     spikes: bool = False,
-    **info: object,
+    **info: Any,
 ) -> Profile:
     """One life per (pid, start, life_s, uss(t), rss(t)), t since the worker's start."""
     rng = np.random.default_rng(seed)
@@ -63,8 +64,8 @@ def workers_profile(
             u[int(rng.integers(3, 8)) :: 8] += 40 * MiB
         rows += [(a, pid, int(b), int(c)) for a, b, c in zip(t, u, rss(since), strict=True)]
     rows.sort()
-    t, pid, uss_col, rss_col = (np.array(c) for c in zip(*rows, strict=True))
-    children = table("children", t, pid=pid, uss=uss_col, rss=rss_col, pss=uss_col)
+    t, pids, uss_col, rss_col = (np.array(c) for c in zip(*rows, strict=True))
+    children = table("children", t, pid=pids, uss=uss_col, rss=rss_col, pss=uss_col)
     return profile(children, events=events or [], **info)
 
 

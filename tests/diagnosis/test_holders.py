@@ -129,6 +129,7 @@ def test_a_holder_is_named_by_its_share_of_live_growth_not_of_rss_holes(tmp_path
     # kept tensors are 0.1 MiB per step, under 5 % of the RSS climb but all of the live growth.
     from dataclasses import replace
 
+    from profiler.diagnosis.growth import HeapGrowth, growths
     from profiler.diagnosis.rules import growth_per_iteration as rule
 
     script = tmp_path / "train.py"
@@ -140,9 +141,9 @@ def test_a_holder_is_named_by_its_share_of_live_growth_not_of_rss_holes(tmp_path
         census(10.9, 100, [holder(script, "kept", "kept", 100 * small)]),
     ]
     p = profile(steps(levels), events=events)
-    [growth] = rule.growths(p, DEFAULT_CONFIG)
+    [growth] = growths(p, DEFAULT_CONFIG)
     assert rule._where_held(p, growth) == ()  # against the RSS climb: too small to name
-    live = rule.HeapGrowth(in_use=small * 95.0, in_use_r2=0.99, free=0.0)
+    live = HeapGrowth(in_use=small * 95.0, in_use_r2=0.99, free=0.0)
     with_heap = replace(growth, heap=live)
     [where] = rule._where_held(p, with_heap)
     assert where.holder is not None and "`kept`" in where.holder

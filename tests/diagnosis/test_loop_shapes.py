@@ -135,7 +135,8 @@ def test_a_dict_cache_without_a_bound_grows_per_batch_and_a_bounded_one_does_not
 
     def bounded(t: np.ndarray) -> np.ndarray:  # fills for 30 batches, then evicts
         i = np.clip(np.floor((t - 1.0) / 0.1), 0, n)
-        return BASE + 1.5 * MiB * np.minimum(i, 30) + rng.normal(0, MiB, len(t))
+        levels: np.ndarray = BASE + 1.5 * MiB * np.minimum(i, 30) + rng.normal(0, MiB, len(t))
+        return levels
 
     assert growth(profile(ram(1 + n * 0.1 + 0.5, bounded), loop(n, flags=NO_GRAD))) == []
 
@@ -185,7 +186,8 @@ def steps_then_flat(n: int, per_batch: float, until: int, start: float = 1.0) ->
 
     def rss(t: np.ndarray) -> np.ndarray:
         i = np.clip(np.floor((t - start) / 0.1), 0, n)
-        return BASE + per_batch * np.minimum(i, until) + rng.normal(0, MiB, len(t))
+        levels: np.ndarray = BASE + per_batch * np.minimum(i, until) + rng.normal(0, MiB, len(t))
+        return levels
 
     return ram(start + n * 0.1 + 0.5, rss)
 
@@ -379,7 +381,8 @@ def test_a_leak_whose_ram_climbs_in_steps_is_judged_on_live_allocations() -> Non
     # here 2.5 s), then climbs again. A line through RSS then fits with r² below 0.9; the
     # live allocations climb straight through.
     def rss(s: np.ndarray) -> np.ndarray:
-        return 30 * MiB * np.minimum(s, 2.5) + 30 * MiB * np.clip(s - 5.0, 0, None)
+        levels: np.ndarray = 30 * MiB * np.minimum(s, 2.5) + 30 * MiB * np.clip(s - 5.0, 0, None)
+        return levels
 
     p = with_heap(timeline(9.0, rss), 9.0, lambda s: 20 * MiB * s)
     [finding] = GROWTH.check(p, DEFAULT_CONFIG)

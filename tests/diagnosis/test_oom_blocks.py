@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from profiler.diagnosis import diagnose, finding_to_json
 from profiler.diagnosis.blocks import oom_blocks
@@ -81,7 +81,8 @@ def test_the_oom_finding_names_fragmentation_and_the_lines_holding_the_largest_b
     assert (second.line, second.bytes) == (30, 300 * MiB)
     text = format_findings(diagnose(p))
     assert f"Where: {TRAIN}:22 in train(): cache.append(model(x)) (allocated 2 live blocks" in text
-    assert finding_to_json(finding)["where"][0]["line"] == 22
+    where = cast("list[dict[str, object]]", finding_to_json(finding)["where"])
+    assert where[0]["line"] == 22
 
 
 def test_a_full_device_is_not_called_fragmented() -> None:

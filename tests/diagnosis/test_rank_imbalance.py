@@ -6,20 +6,21 @@ from __future__ import annotations
 import numpy as np
 
 from profiler.diagnosis import diagnose
-from profiler.profile.model import Event, Profile
+from profiler.diagnosis.finding import Finding
+from profiler.profile.model import Event, Profile, SampleTable
 from tests.factories import GiB, MiB, job, oom_event, profile, ram, spans, steps, table
 
 
-def rank(rss: object, *more: object, events: list[Event] | None = None) -> Profile:
+def rank(rss: object, *more: SampleTable, events: list[Event] | None = None) -> Profile:
     return profile(
         ram(10.0, rss),
         steps(np.full(50, 300.0 * MiB), start=1.0, dt=0.1),
         *more,
         events=events or [],
-    )  # type: ignore[arg-type]
+    )
 
 
-def imbalance(p: Profile) -> list:  # type: ignore[type-arg]
+def imbalance(p: Profile) -> list[Finding]:
     return [f for f in diagnose(p).findings if f.rule == "rank-imbalance"]
 
 
@@ -38,7 +39,8 @@ def test_rank_0_holding_a_gibibyte_more_is_named_with_where_it_pulls_away() -> N
     assert found.heading == "rank 0: 5.0 times the RAM of the other ranks"
     numbers = found.evidence.numbers
     assert numbers["others_median_bytes"] == 300 * MiB
-    assert 4.0 <= float(numbers["diverges_s"]) <= 4.8  # type: ignore[arg-type]
+    diverges = numbers["diverges_s"]
+    assert isinstance(diverges, float) and 4.0 <= diverges <= 4.8
     assert "between iterations, after iteration 3" in found.evidence.text  # steps 0.1 s apart
     assert found.fixes[0].startswith("rank-zero-extra-work")
 
@@ -48,7 +50,7 @@ def test_a_small_difference_is_not_an_imbalance_however_large_the_ratio() -> Non
 
 
 def test_gpu_memory_is_compared_when_ram_is_balanced() -> None:
-    def gpu(peak: int) -> object:
+    def gpu(peak: int) -> SampleTable:
         t = np.arange(0, 10.0, 0.1)
         return table("gpu", t, device=0, allocated=peak, allocated_peak=peak, reserved=peak)
 

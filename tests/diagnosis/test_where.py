@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import sysconfig
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -188,7 +189,7 @@ def test_a_location_in_words_names_the_file_line_function_and_source() -> None:
 # -- the findings -----------------------------------------------------------------------------
 
 
-def failed_run(data: dict[str, object], script: str | None = TRAIN, cwd: str = "") -> Profile:
+def failed_run(data: Mapping[str, object], script: str | None = TRAIN, cwd: str = "") -> Profile:
     event = Event(0.5, "exception", {"exc_id": 1, "uncaught": True, "oom": None, **data})
     p = profile(events=[event], exit_code=1)
     p.info.script = script

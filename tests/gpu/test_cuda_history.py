@@ -62,6 +62,7 @@ def test_history_block_list_and_memory_viz_export_on_a_real_oom(tmp_path: Path) 
     assert any(w.holder and Path(w.file).name == "fragment.py" for w in finding.where)
 
     out = tmp_path / "viz.pickle"
+    assert result.profile_path is not None
     exported = run_cli("export", result.profile_path, "--memory-viz", out, cwd=tmp_path)
     assert exported.returncode == 0, exported.stderr
     with open(out, "rb") as f:

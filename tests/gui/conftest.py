@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QSettings
+from pytestqt.qtbot import QtBot
 
 import app.mainwindow as mainwindow
 from app.mainwindow import MainWindow
@@ -26,7 +27,7 @@ def store(tmp_path: Path) -> QSettings:
 
 @pytest.fixture
 def window(
-    qtbot, store: QSettings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    qtbot: QtBot, store: QSettings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[MainWindow]:
     recordings = tmp_path / "recordings"
     recordings.mkdir()

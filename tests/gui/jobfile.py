@@ -9,7 +9,7 @@ from typing import Any
 
 from profiler import protocol
 from profiler.profile.processes import PROC_COLUMN, shared_table_name
-from profiler.profile.storage import ProfileWriter
+from profiler.profile.writer import ProfileWriter
 from profiler.recorder.blocks import TableBuffer
 
 T0 = 5_000_000_000

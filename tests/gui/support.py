@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pytestqt.qtbot import QtBot
+
 from app.mainwindow import MainWindow
 from app.timeline import TimelineView
 from profiler.profile.model import Profile
@@ -26,7 +28,12 @@ for step in range(12):
 
 
 def run_to_end(
-    qtbot, window: MainWindow, script: Path, args: str = "", env: str = "", ram_budget: str = ""
+    qtbot: QtBot,
+    window: MainWindow,
+    script: Path,
+    args: str = "",
+    env: str = "",
+    ram_budget: str = "",
 ) -> None:
     window.open_script(str(script))
     window.setup_panel.args.setText(args)
@@ -37,11 +44,13 @@ def run_to_end(
     wait_until_settled(qtbot, window)
 
 
-def wait_until_settled(qtbot, window: MainWindow) -> None:
+def wait_until_settled(qtbot: QtBot, window: MainWindow) -> None:
     """Until the run has ended, the window has drawn its end and the findings are final."""
+    controller = window.session.controller
+    assert controller is not None
     qtbot.waitUntil(
         lambda: (
-            not window.session.controller.running
+            not controller.running
             and not window.session.timer.isActive()
             and not window.diagnosis.busy
         ),
@@ -49,7 +58,7 @@ def wait_until_settled(qtbot, window: MainWindow) -> None:
     )
 
 
-def shown_timeline(qtbot, profile: Profile, width: int, height: int) -> TimelineView:  # type: ignore[no-untyped-def]
+def shown_timeline(qtbot: QtBot, profile: Profile, width: int, height: int) -> TimelineView:
     """A TimelineView of `profile` on screen at this size, laid out and exposed."""
     view = TimelineView()
     qtbot.addWidget(view)

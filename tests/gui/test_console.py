@@ -7,12 +7,13 @@ import time
 from pathlib import Path
 
 import pytest
+from pytestqt.qtbot import QtBot
 
 from app.console import MAX_CHARS, MAX_LINE_CHARS, MAX_LINES, ConsoleView
 from app.mainwindow import MainWindow
 from profiler import protocol
 from profiler.profile.model import OutputChunk, Profile
-from profiler.profile.storage import ProfileWriter
+from profiler.profile.writer import ProfileWriter
 from profiler.recorder.blocks import TableBuffer
 from tests.gui.support import run_to_end
 from tests.support import write_script
@@ -66,7 +67,7 @@ def test_only_the_last_lines_are_kept_and_the_console_says_so(
     assert window.console.text.document().blockCount() <= MAX_LINES + 2
 
 
-def test_live_output_of_one_long_line_in_many_pieces_stays_bounded(qtbot) -> None:
+def test_live_output_of_one_long_line_in_many_pieces_stays_bounded(qtbot: QtBot) -> None:
     console = ConsoleView()
     qtbot.addWidget(console)
     profile = Profile()
@@ -85,7 +86,7 @@ def test_live_output_of_one_long_line_in_many_pieces_stays_bounded(qtbot) -> Non
     assert console.text.document().characterCount() <= MAX_CHARS
 
 
-def test_the_console_never_holds_more_than_its_character_bound(qtbot) -> None:
+def test_the_console_never_holds_more_than_its_character_bound(qtbot: QtBot) -> None:
     console = ConsoleView()
     qtbot.addWidget(console)
     profile = Profile()
@@ -100,7 +101,7 @@ def test_the_console_never_holds_more_than_its_character_bound(qtbot) -> None:
 
 @pytest.mark.slow  # a real run
 def test_a_run_printing_a_3_mib_line_keeps_the_window_responsive(
-    qtbot, window: MainWindow, tmp_path: Path
+    qtbot: QtBot, window: MainWindow, tmp_path: Path
 ) -> None:
     script = write_script(
         tmp_path,

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
+from pytestqt.qtbot import QtBot
 
 from app.contents import NO_CENSUS, NO_CENSUS_YET, NO_RUN, ContentsPanel
 from app.mainwindow import MainWindow
@@ -48,7 +49,7 @@ def column(panel: ContentsPanel, title: str) -> list[str]:
 
 
 @pytest.fixture
-def panel(qtbot) -> ContentsPanel:
+def panel(qtbot: QtBot) -> ContentsPanel:
     widget = ContentsPanel()
     qtbot.addWidget(widget)
     widget.resize(1100, 300)
@@ -202,7 +203,9 @@ for step in range(STEPS):
 
 
 @pytest.mark.slow  # a PyTorch run
-def test_censuses_appear_while_the_run_goes_on(qtbot, window: MainWindow, tmp_path: Path) -> None:
+def test_censuses_appear_while_the_run_goes_on(
+    qtbot: QtBot, window: MainWindow, tmp_path: Path
+) -> None:
     script = write_script(tmp_path, "keeps.py", KEEPS_LOSSES.replace("STEPS", "100_000"))
     window.open_script(str(script))
     window.contents_dock.raise_()

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pytestqt.qtbot import QtBot
+
 from app.mainwindow import MainWindow
 from tests.damaged_files import record
 
 
 def test_a_finished_run_cut_in_half_opens_saying_it_is_damaged(
-    qtbot, window: MainWindow, tmp_path: Path
+    qtbot: QtBot, window: MainWindow, tmp_path: Path
 ) -> None:
     data = record(tmp_path / "whole.memsight").read_bytes()
     cut = tmp_path / "half.memsight"
@@ -26,7 +28,7 @@ def test_a_finished_run_cut_in_half_opens_saying_it_is_damaged(
     assert "This file is damaged" in window.findings.details.toPlainText()
 
 
-def test_a_whole_file_opens_as_before(qtbot, window: MainWindow, tmp_path: Path) -> None:
+def test_a_whole_file_opens_as_before(qtbot: QtBot, window: MainWindow, tmp_path: Path) -> None:
     path = record(tmp_path / "whole.memsight")
     assert window.open_profile(str(path))
     qtbot.waitUntil(lambda: not window.diagnosis.busy, timeout=30_000)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QPoint, QSettings, Qt, QUrl
 from PySide6.QtWidgets import QWidget
+from pytestqt.qtbot import QtBot
 
 import app.findings as findings_module
 from app.editor import EDITOR_KEY, editor_command, open_location, terminal_prefix
@@ -179,7 +180,7 @@ def test_a_location_that_cannot_be_opened_says_why_in_the_status_bar(
 
 
 def test_double_clicking_a_holder_in_the_contents_opens_where_it_lives(
-    qtbot, window: MainWindow, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    qtbot: QtBot, window: MainWindow, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     opened: list[tuple[str, int]] = []
     monkeypatch.setattr(
@@ -208,7 +209,7 @@ def test_double_clicking_a_holder_in_the_contents_opens_where_it_lives(
     assert opened == [(str(tmp_path / "train.py"), 9)]
 
 
-def double_click(qtbot, widget: QWidget, pos: QPoint) -> None:
+def double_click(qtbot: QtBot, widget: QWidget, pos: QPoint) -> None:
     """A user's double-click: Qt's item views act on the second click of a press and release."""
-    qtbot.mouseClick(widget, Qt.MouseButton.LeftButton, pos=pos)
-    qtbot.mouseDClick(widget, Qt.MouseButton.LeftButton, pos=pos)
+    qtbot.mouseClick(widget, Qt.MouseButton.LeftButton, pos=pos)  # type: ignore[no-untyped-call]
+    qtbot.mouseDClick(widget, Qt.MouseButton.LeftButton, pos=pos)  # type: ignore[no-untyped-call]

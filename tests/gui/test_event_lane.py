@@ -11,6 +11,7 @@ import pytest
 from PySide6.QtCore import QRectF
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication, QGraphicsSimpleTextItem, QGraphicsTextItem
+from pytestqt.qtbot import QtBot
 
 from app.mainwindow import MainWindow
 from app.timeline import TimelineView
@@ -79,8 +80,8 @@ def assert_readable(view: TimelineView) -> list[str]:
 
 
 @pytest.mark.parametrize("size", [(1600, 1000), (900, 600)])
-def test_the_labels_of_a_runs_last_moments_never_overlap_or_get_cut(  # type: ignore[no-untyped-def]
-    qtbot, window: MainWindow, tmp_path: Path, size: tuple[int, int]
+def test_the_labels_of_a_runs_last_moments_never_overlap_or_get_cut(
+    qtbot: QtBot, window: MainWindow, tmp_path: Path, size: tuple[int, int]
 ) -> None:
     window.resize(*size)
     qtbot.waitExposed(window)
@@ -100,8 +101,8 @@ def test_the_labels_of_a_runs_last_moments_never_overlap_or_get_cut(  # type: ig
             assert text in shown, (low, high, shown)
 
 
-def test_a_census_mark_and_the_errors_labels_keep_apart(  # type: ignore[no-untyped-def]
-    qtbot, window: MainWindow, tmp_path: Path
+def test_a_census_mark_and_the_errors_labels_keep_apart(
+    qtbot: QtBot, window: MainWindow, tmp_path: Path
 ) -> None:
     window.resize(900, 600)
     qtbot.waitExposed(window)
@@ -113,14 +114,14 @@ def test_a_census_mark_and_the_errors_labels_keep_apart(  # type: ignore[no-unty
     assert "census at the error" in shown and "census at step 40" in shown
 
 
-def test_labels_off_the_view_are_not_drawn(qtbot) -> None:  # type: ignore[no-untyped-def]
+def test_labels_off_the_view_are_not_drawn(qtbot: QtBot) -> None:
     view = shown_timeline(qtbot, out_of_memory_run(), 900, 500)
     view.lane.setXRange(1.0, 2.0, padding=0)
     settle(view)
     assert drawn_labels(view) == []
 
 
-def test_the_oom_marks_tooltip_says_what_happened_once(qtbot) -> None:  # type: ignore[no-untyped-def]
+def test_the_oom_marks_tooltip_says_what_happened_once(qtbot: QtBot) -> None:
     view = shown_timeline(
         qtbot, out_of_memory_run(), 900, 500
     )  # the whole run: its two sightings under one mark
@@ -128,7 +129,7 @@ def test_the_oom_marks_tooltip_says_what_happened_once(qtbot) -> None:  # type: 
     oom = next(spot for spot in view.marks.points() if str(spot.data()).startswith("OOM"))
     box = view.lane.getViewBox()
     at = view.graphics.mapFromScene(box.mapViewToScene(oom.pos()))
-    qtbot.mouseMove(view.graphics.viewport(), at)
+    qtbot.mouseMove(view.graphics.viewport(), at)  # type: ignore[no-untyped-call]
     qtbot.waitUntil(lambda: bool(box.toolTip()))
     tip = box.toolTip()  # every mark under the pointer: at this zoom, the run's last moments
     assert tip.count("OOM: RuntimeError") == 1, tip
@@ -136,7 +137,7 @@ def test_the_oom_marks_tooltip_says_what_happened_once(qtbot) -> None:  # type: 
     assert "error: ValueError" in tip and "exit: exit code 1" in tip and "others" not in tip
 
 
-def test_a_ranks_exception_seen_twice_is_one_mark(qtbot) -> None:  # type: ignore[no-untyped-def]
+def test_a_ranks_exception_seen_twice_is_one_mark(qtbot: QtBot) -> None:
     view = TimelineView()
     qtbot.addWidget(view)
     view.set_profile(job(out_of_memory_run()))
@@ -145,7 +146,7 @@ def test_a_ranks_exception_seen_twice_is_one_mark(qtbot) -> None:  # type: ignor
     assert "rank 0: error: ValueError" in marks
 
 
-def test_labels_with_no_room_apart_are_joined_into_one(qtbot) -> None:  # type: ignore[no-untyped-def]
+def test_labels_with_no_room_apart_are_joined_into_one(qtbot: QtBot) -> None:
     """Six ranks running out of memory at once, on a plot three labels high: no label over
     another, and those that found no row of their own are read in their neighbour's."""
     ranks = []
@@ -159,7 +160,7 @@ def test_labels_with_no_room_apart_are_joined_into_one(qtbot) -> None:  # type: 
     assert "rank 0: OOM" in " ".join(shown)
 
 
-def test_labels_stay_readable_on_a_dark_palette(qtbot) -> None:  # type: ignore[no-untyped-def]
+def test_labels_stay_readable_on_a_dark_palette(qtbot: QtBot) -> None:
     view = shown_timeline(qtbot, out_of_memory_run(), 900, 500)
     dark = QPalette()
     dark.setColor(QPalette.ColorRole.Base, QColor("#1e1e1e"))

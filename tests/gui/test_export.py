@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtGui import QKeySequence
+from pytestqt.qtbot import QtBot
 
 from app.mainwindow import MainWindow
 from profiler.report import render_html
@@ -15,7 +16,7 @@ from tests.support import write_script
 
 @pytest.mark.slow  # a PyTorch run
 def test_export_writes_the_report_of_the_run_shown(
-    qtbot, window: MainWindow, tmp_path: Path
+    qtbot: QtBot, window: MainWindow, tmp_path: Path
 ) -> None:
     assert not window.export_action.isEnabled()  # nothing to export yet
     assert window.export_action.shortcut() == QKeySequence("Ctrl+E")
@@ -30,7 +31,9 @@ def test_export_writes_the_report_of_the_run_shown(
     assert "Exported" in window.statusBar().currentMessage()
 
 
-def test_export_to_an_unwritable_place_says_why(qtbot, window: MainWindow, tmp_path: Path) -> None:
+def test_export_to_an_unwritable_place_says_why(
+    qtbot: QtBot, window: MainWindow, tmp_path: Path
+) -> None:
     run_to_end(qtbot, window, write_script(tmp_path, "ok.py", "print('ok')\n"))
     assert not window.export_html_to(str(tmp_path / "missing" / "report.html"))
     assert window.error_box is not None

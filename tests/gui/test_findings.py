@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QUrl
 from PySide6.QtGui import QGuiApplication
+from pytestqt.qtbot import QtBot
 
 from app.findings import finding_html
 from app.mainwindow import MainWindow
@@ -17,7 +18,7 @@ from tests.support import write_script
 
 @pytest.mark.slow  # a PyTorch run
 def test_a_finding_from_a_run_is_listed_highlighted_and_its_fix_copyable(
-    qtbot, window: MainWindow, tmp_path: Path
+    qtbot: QtBot, window: MainWindow, tmp_path: Path
 ) -> None:
     run_to_end(qtbot, window, write_script(tmp_path, "nozero.py", NO_ZERO_GRAD))
     panel = window.findings
@@ -50,7 +51,7 @@ def test_a_finding_from_a_run_is_listed_highlighted_and_its_fix_copyable(
 
 
 def test_a_clean_run_says_no_problems_with_its_key_numbers(
-    qtbot, window: MainWindow, tmp_path: Path
+    qtbot: QtBot, window: MainWindow, tmp_path: Path
 ) -> None:
     script = write_script(tmp_path, "clean.py", "data = bytearray(20 * 2**20)\nprint('ok')\n")
     run_to_end(qtbot, window, script)
@@ -83,7 +84,7 @@ def test_text_from_the_target_is_shown_as_text_never_as_markup(window: MainWindo
 
 @pytest.mark.slow  # a PyTorch run
 def test_findings_appear_while_the_run_is_still_going(
-    qtbot, window: MainWindow, tmp_path: Path
+    qtbot: QtBot, window: MainWindow, tmp_path: Path
 ) -> None:
     script = write_script(
         tmp_path,

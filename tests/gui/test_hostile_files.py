@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pytestqt.qtbot import QtBot
 
 from app.mainwindow import MainWindow
 from profiler import protocol
-from profiler.profile.storage import ProfileWriter
+from profiler.profile.writer import ProfileWriter
 from profiler.recorder.blocks import TableBuffer
 
 T0 = 5_000_000_000
@@ -67,7 +68,7 @@ HOSTILE: dict[str, dict[str, Any]] = {
 
 @pytest.mark.parametrize("kind", HOSTILE)
 def test_a_hostile_profile_opens_in_bounded_time_and_the_window_stays_usable(
-    qtbot, window: MainWindow, tmp_path: Path, kind: str
+    qtbot: QtBot, window: MainWindow, tmp_path: Path, kind: str
 ) -> None:
     path = tmp_path / "p.memsight"
     write_profile(path, **HOSTILE[kind])

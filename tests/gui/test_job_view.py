@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PySide6.QtCore import Qt
+from pytestqt.qtbot import QtBot
 
 from app.mainwindow import MainWindow
 from app.timeline import TimelineView
@@ -47,7 +48,7 @@ def drawn(view: TimelineView, label: str) -> bool:
 
 
 @pytest.fixture
-def view(qtbot) -> TimelineView:  # type: ignore[no-untyped-def]
+def view(qtbot: QtBot) -> TimelineView:
     widget = TimelineView()
     qtbot.addWidget(widget)
     widget.resize(1000, 600)
@@ -101,7 +102,9 @@ def test_the_selector_lists_the_job_and_shows_one_process_alone(view: TimelineVi
     assert len(view.event_lane.steps.getData()[0]) == 0  # the launcher's: it steps nothing
 
 
-def test_choosing_a_process_is_announced_for_the_other_panels(qtbot, view: TimelineView) -> None:  # type: ignore[no-untyped-def]
+def test_choosing_a_process_is_announced_for_the_other_panels(
+    qtbot: QtBot, view: TimelineView
+) -> None:
     job_profile = two_ranks()
     view.set_profile(job_profile)
     with qtbot.waitSignal(view.processChosen) as chosen:
@@ -109,7 +112,7 @@ def test_choosing_a_process_is_announced_for_the_other_panels(qtbot, view: Timel
     assert chosen.args[0] is job_profile.subprocesses[1]
 
 
-def test_a_legend_entry_hides_and_shows_its_rank(qtbot, view: TimelineView) -> None:  # type: ignore[no-untyped-def]
+def test_a_legend_entry_hides_and_shows_its_rank(qtbot: QtBot, view: TimelineView) -> None:
     view.set_profile(two_ranks())
     sample, label = next(
         (s, lb) for s, lb in view.ram_plot.legend.items if lb.text == "rank 1 (RSS)"
@@ -118,10 +121,10 @@ def test_a_legend_entry_hides_and_shows_its_rank(qtbot, view: TimelineView) -> N
     centre = sample.mapToScene(sample.boundingRect().center())
     at = view.graphics.mapFromScene(centre)
 
-    qtbot.mouseClick(view.graphics.viewport(), Qt.MouseButton.LeftButton, pos=at)
+    qtbot.mouseClick(view.graphics.viewport(), Qt.MouseButton.LeftButton, pos=at)  # type: ignore[no-untyped-call]
     assert not drawn(view, "rank 1 (RSS)") and drawn(view, "rank 0 (RSS)")
     assert label.opts["color"] != shown_color  # greyed: it reads as hidden
-    qtbot.mouseClick(view.graphics.viewport(), Qt.MouseButton.LeftButton, pos=at)
+    qtbot.mouseClick(view.graphics.viewport(), Qt.MouseButton.LeftButton, pos=at)  # type: ignore[no-untyped-call]
     assert drawn(view, "rank 1 (RSS)") and label.opts["color"] == shown_color
 
 
@@ -161,7 +164,7 @@ def test_a_single_process_run_has_no_selector_and_its_usual_legend(view: Timelin
 
 
 def test_a_finding_of_a_rank_names_it_and_shows_that_rank(
-    qtbot,  # type: ignore[no-untyped-def]
+    qtbot: QtBot,
     window: MainWindow,
     tmp_path: Path,
 ) -> None:

@@ -3,6 +3,7 @@ run and for a job of many ranks; an entry's name hides its curve as its swatch d
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication
+from pytestqt.qtbot import QtBot
 
 from app.mainwindow import MainWindow
 from app.timeline import TimelineView
@@ -51,8 +53,12 @@ def settle(widget: MainWindow | TimelineView) -> None:
 
 @pytest.mark.parametrize("size", WINDOW_SIZES)
 @pytest.mark.parametrize("run", [cuda_run, many_ranks])
-def test_a_legend_never_covers_its_plots_data(  # type: ignore[no-untyped-def]
-    qtbot, window: MainWindow, tmp_path: Path, size: tuple[int, int], run
+def test_a_legend_never_covers_its_plots_data(
+    qtbot: QtBot,
+    window: MainWindow,
+    tmp_path: Path,
+    size: tuple[int, int],
+    run: Callable[[], Profile],
 ) -> None:
     window.resize(*size)
     qtbot.waitExposed(window)
@@ -70,7 +76,7 @@ def test_a_legend_never_covers_its_plots_data(  # type: ignore[no-untyped-def]
                 assert not part.sceneBoundingRect().intersects(data), label.text
 
 
-def test_clicking_an_entrys_name_hides_its_curve_and_greys_the_name(qtbot) -> None:  # type: ignore[no-untyped-def]
+def test_clicking_an_entrys_name_hides_its_curve_and_greys_the_name(qtbot: QtBot) -> None:
     view = shown_timeline(qtbot, cuda_run(), 1000, 600)
     settle(view)
     sample, label = next(
@@ -79,14 +85,14 @@ def test_clicking_an_entrys_name_hides_its_curve_and_greys_the_name(qtbot) -> No
     shown_color = QColor(label.opts["color"])
     at = view.graphics.mapFromScene(label.mapToScene(label.boundingRect().center()))
 
-    qtbot.mouseClick(view.graphics.viewport(), Qt.MouseButton.LeftButton, pos=at)
+    qtbot.mouseClick(view.graphics.viewport(), Qt.MouseButton.LeftButton, pos=at)  # type: ignore[no-untyped-call]
     assert not sample.item.isVisible()
     assert QColor(label.opts["color"]) != shown_color  # greyed: it reads as hidden
-    qtbot.mouseClick(view.graphics.viewport(), Qt.MouseButton.LeftButton, pos=at)
+    qtbot.mouseClick(view.graphics.viewport(), Qt.MouseButton.LeftButton, pos=at)  # type: ignore[no-untyped-call]
     assert sample.item.isVisible() and QColor(label.opts["color"]) == shown_color
 
 
-def test_legend_text_follows_a_dark_palette(qtbot) -> None:  # type: ignore[no-untyped-def]
+def test_legend_text_follows_a_dark_palette(qtbot: QtBot) -> None:
     view = TimelineView()
     qtbot.addWidget(view)
     view.set_profile(cuda_run())

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtGui import QPaintEvent
 from PySide6.QtWidgets import QApplication
+from pytestqt.qtbot import QtBot
 
 from app.plotting import LIVE_FACTOR, Curve, make_curve
 from app.timeline import FOLLOW_WINDOW_S, TimelineView
@@ -28,7 +30,7 @@ def _grow(live: Profile, start: float) -> None:
     live.tables["ram"].append(rows)
 
 
-def _running_view(qtbot, shown: bool = False) -> tuple[Profile, TimelineView]:  # type: ignore[no-untyped-def]
+def _running_view(qtbot: QtBot, shown: bool = False) -> tuple[Profile, TimelineView]:
     """A timeline 1200x600 showing a run that is going on, one second of 1 kHz samples in."""
     live = profile(ram(1.0, 100 * MiB, interval=1 / RATE_HZ))
     live.complete = False
@@ -42,7 +44,7 @@ def _running_view(qtbot, shown: bool = False) -> tuple[Profile, TimelineView]:  
     return live, view
 
 
-def test_a_ten_minute_run_at_1_khz_hands_pyqtgraph_a_view_not_the_run(qtbot) -> None:  # type: ignore[no-untyped-def]
+def test_a_ten_minute_run_at_1_khz_hands_pyqtgraph_a_view_not_the_run(qtbot: QtBot) -> None:
     live, view = _running_view(qtbot)
     t = 1.0
     while t < MINUTES * 60:
@@ -52,6 +54,7 @@ def test_a_ten_minute_run_at_1_khz_hands_pyqtgraph_a_view_not_the_run(qtbot) -> 
 
     curve = view.curves[MAIN_RSS.key]
     held = len(curve.item.xData)
+    assert live.ram is not None
     assert curve.n == len(live.ram) > 590_000
     # The followed view is one minute wide: what pyqtgraph holds stays within a few minutes.
     assert held <= 4 * FOLLOW_WINDOW_S * RATE_HZ + 2 * BLOCK_S * RATE_HZ, held
@@ -81,7 +84,7 @@ def _live_curve(seconds: float) -> tuple[Curve, np.ndarray, np.ndarray]:
     return curve, x, y
 
 
-def test_a_minute_in_view_at_1_khz_hands_pyqtgraph_each_blocks_low_and_high(qtbot) -> None:  # type: ignore[no-untyped-def]
+def test_a_minute_in_view_at_1_khz_hands_pyqtgraph_each_blocks_low_and_high(qtbot: QtBot) -> None:
     curve, x, y = _live_curve(60.0)
     curve.clip_live(-np.inf, 60.0 / 1200)  # a minute across 1200 pixels: 50 samples a pixel
     handed_x, handed_y = curve.item.xData, curve.item.yData
@@ -97,7 +100,7 @@ def test_a_minute_in_view_at_1_khz_hands_pyqtgraph_each_blocks_low_and_high(qtbo
     assert list(handed_y[start : start + 2]) == [samples.min(), samples.max()]
 
 
-def test_a_running_view_zoomed_in_to_seconds_shows_every_sample(qtbot) -> None:  # type: ignore[no-untyped-def]
+def test_a_running_view_zoomed_in_to_seconds_shows_every_sample(qtbot: QtBot) -> None:
     curve, x, y = _live_curve(60.0)
     curve.clip_live(55.0, 5.0 / 1200)  # five seconds across 1200 pixels: 4 samples a pixel
     first = int(np.searchsorted(x, 55.0)) - 1
@@ -107,7 +110,9 @@ def test_a_running_view_zoomed_in_to_seconds_shows_every_sample(qtbot) -> None: 
     assert len(curve.item.xData) < (len(x) - first) / 3
 
 
-def test_a_timeline_following_a_1_khz_run_zoomed_in_by_the_user_gets_the_samples(qtbot) -> None:  # type: ignore[no-untyped-def]
+def test_a_timeline_following_a_1_khz_run_zoomed_in_by_the_user_gets_the_samples(
+    qtbot: QtBot,
+) -> None:
     live, view = _running_view(qtbot)
     for start in range(1, 120, int(BLOCK_S)):
         _grow(live, float(start))
@@ -120,7 +125,7 @@ def test_a_timeline_following_a_1_khz_run_zoomed_in_by_the_user_gets_the_samples
     assert np.all(np.diff(shown[(shown >= 100.0) & (shown <= 101.0)]) < 1.5 / RATE_HZ)
 
 
-def test_a_curve_waiting_through_a_view_change_is_drawn_for_the_new_view(qtbot) -> None:  # type: ignore[no-untyped-def]
+def test_a_curve_waiting_through_a_view_change_is_drawn_for_the_new_view(qtbot: QtBot) -> None:
     widget = pg.PlotWidget()
     qtbot.addWidget(widget)
     widget.resize(600, 300)
@@ -141,12 +146,17 @@ def test_a_curve_waiting_through_a_view_change_is_drawn_for_the_new_view(qtbot) 
     assert np.allclose(moved.getData()[1], np.cos(moved.getData()[0]))
 
 
-def test_new_samples_of_a_followed_run_are_painted_once(qtbot) -> None:  # type: ignore[no-untyped-def]
+def test_new_samples_of_a_followed_run_are_painted_once(qtbot: QtBot) -> None:
     live, view = _running_view(qtbot, shown=True)
-    paints = []
+    paints: list[int] = []
     graphics = view.graphics
     original = type(graphics).paintEvent
-    graphics.paintEvent = lambda event: (paints.append(1), original(graphics, event))
+
+    def counted_paint(event: QPaintEvent) -> None:
+        paints.append(1)
+        original(graphics, event)
+
+    graphics.paintEvent = counted_paint
     for start in range(1, 40, int(BLOCK_S)):
         _grow(live, float(start))  # the sawtooth's range grows: y's auto range changes
         view.refresh()
@@ -156,7 +166,7 @@ def test_new_samples_of_a_followed_run_are_painted_once(qtbot) -> None:  # type:
         assert len(paints) == 1
 
 
-def test_a_finished_runs_levels_keep_every_spike_to_the_last_sample(qtbot) -> None:  # type: ignore[no-untyped-def]
+def test_a_finished_runs_levels_keep_every_spike_to_the_last_sample(qtbot: QtBot) -> None:
     curve, x, y = _live_curve(600.003)  # ten minutes at 1 kHz, three rows past a whole block
     y[-1] = 900 * MiB  # the run's last sample is its highest: it must be drawn at every zoom
     curve = Curve(pg.PlotDataItem())

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import signal
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+from PySide6.QtCore import QMimeData, QPointF, QSettings, Qt, QUrl
 from PySide6.QtGui import QDropEvent
+from pytestqt.qtbot import QtBot
 
 from app.mainwindow import MainWindow
 from profiler.recorder import proctree
@@ -19,7 +20,7 @@ from tests.support import write_script
 
 @pytest.mark.slow  # runs a script through the window (~1 s)
 def test_a_script_runs_through_the_window_and_everything_it_recorded_is_shown(
-    qtbot, window: MainWindow, tmp_path: Path
+    qtbot: QtBot, window: MainWindow, tmp_path: Path
 ) -> None:
     script = write_script(
         tmp_path,
@@ -40,10 +41,12 @@ def test_a_script_runs_through_the_window_and_everything_it_recorded_is_shown(
     item = window.timeline.curves["rss"].item
     x, y = item.xData, item.yData
     assert len(x) == profile.sample_count > 10
+    assert profile.ram is not None
     assert np.array_equal(y, profile.ram["rss"].astype(float))
     console = window.console.text.toPlainText()
     assert "step 3 ['--lr', '0.1']" in console and "warning: done" in console
     assert window.status.state_label.text() == "Ended: exit code 0"
+    assert window.session.controller is not None
     assert (
         window.error_box is None and window.session.controller.error is None
     )  # the recorder exited cleanly
@@ -53,21 +56,23 @@ def test_a_script_runs_through_the_window_and_everything_it_recorded_is_shown(
 
 
 def test_the_first_sample_is_on_screen_right_after_run(
-    qtbot, window: MainWindow, tmp_path: Path
+    qtbot: QtBot, window: MainWindow, tmp_path: Path
 ) -> None:
     script = write_script(tmp_path, "wait.py", "import time\ntime.sleep(3)\n")
     window.open_script(str(script))
     window.start_run()
+    controller = window.session.controller
+    assert controller is not None
     # The window redraws straight after launching: the recorder's first sample is taken before
     # the target's interpreter runs a line.
     qtbot.waitUntil(lambda: window.timeline.curves["rss"].item.xData is not None, timeout=2_000)
     assert window.status.state_label.text() == "Running" and window.stop_action.isEnabled()
     window.stop_run()
-    qtbot.waitUntil(lambda: not window.session.controller.running, timeout=RUN_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: not controller.running, timeout=RUN_TIMEOUT_MS)
 
 
 @pytest.mark.slow  # runs a script through the window (~1 s)
-def test_stop_ends_the_whole_process_tree(qtbot, window: MainWindow, tmp_path: Path) -> None:
+def test_stop_ends_the_whole_process_tree(qtbot: QtBot, window: MainWindow, tmp_path: Path) -> None:
     script = write_script(
         tmp_path,
         "workers.py",
@@ -85,21 +90,25 @@ def test_stop_ends_the_whole_process_tree(qtbot, window: MainWindow, tmp_path: P
     )
     window.open_script(str(script))
     window.start_run()
-    qtbot.waitUntil(lambda: len(window.profile.children) >= 2, timeout=RUN_TIMEOUT_MS)
-    tree = {pid: proctree.identity(pid) for pid in window.profile.children}
+    live = window.profile
+    assert live is not None
+    qtbot.waitUntil(lambda: len(live.children) >= 2, timeout=RUN_TIMEOUT_MS)
+    tree = {pid: proctree.identity(pid) for pid in live.children}
     assert all(ident is not None for ident in tree.values())
     window.stop_run()
     wait_until_settled(qtbot, window)
     for pid, before in tree.items():
         now = proctree.identity(pid)
+        assert before is not None
         assert now is None or now.start != before.start, f"worker {pid} survived Stop"
+    assert window.profile is not None
     assert window.profile.info.signal in (signal.SIGTERM, signal.SIGKILL)
     assert window.status.state_label.text().startswith("Ended: killed by signal")
 
 
 @pytest.mark.slow  # runs a script through the window (~1 s)
 def test_a_saved_profile_reopens_looking_exactly_as_the_run_ended(
-    qtbot, window: MainWindow, store, tmp_path: Path
+    qtbot: QtBot, window: MainWindow, store: QSettings, tmp_path: Path
 ) -> None:
     script = write_script(tmp_path, "s.py", "b = bytearray(40 * 2**20)\nprint('bye')\n")
     run_to_end(qtbot, window, script)
@@ -133,7 +142,9 @@ def test_a_saved_profile_reopens_looking_exactly_as_the_run_ended(
 
 
 @pytest.mark.slow  # runs a script through the window (~1 s)
-def test_an_opened_profile_can_be_run_again(qtbot, window: MainWindow, tmp_path: Path) -> None:
+def test_an_opened_profile_can_be_run_again(
+    qtbot: QtBot, window: MainWindow, tmp_path: Path
+) -> None:
     script = write_script(tmp_path, "again.py", "import sys\nprint('args', sys.argv[1:])\n")
     run_to_end(qtbot, window, script, "--lr '0.1 0.2'", env="SEED=7")
     assert window.profile is not None and window.profile_path is not None
@@ -149,7 +160,9 @@ def test_an_opened_profile_can_be_run_again(qtbot, window: MainWindow, tmp_path:
     assert "args ['--lr', '0.1 0.2']" in window.console.text.toPlainText()
 
 
-def test_a_bad_file_gets_a_one_line_error_dialog(qtbot, window: MainWindow, tmp_path: Path) -> None:
+def test_a_bad_file_gets_a_one_line_error_dialog(
+    qtbot: QtBot, window: MainWindow, tmp_path: Path
+) -> None:
     bad = tmp_path / "broken.memsight"
     bad.write_bytes(b"MEMSIGHT\x01")
     assert not window.open_profile(str(bad))
@@ -162,7 +175,7 @@ def test_a_bad_file_gets_a_one_line_error_dialog(qtbot, window: MainWindow, tmp_
 
 
 def test_invalid_setup_is_explained_before_anything_runs(
-    qtbot, window: MainWindow, tmp_path: Path
+    qtbot: QtBot, window: MainWindow, tmp_path: Path
 ) -> None:
     script = write_script(tmp_path, "t.py", "import torch\n")
     window.open_script(str(script))
@@ -170,7 +183,7 @@ def test_invalid_setup_is_explained_before_anything_runs(
     window.start_run()
     assert window.session.controller is None
     assert "is not a Python interpreter" in window.setup_panel.problems.text()
-    window.setup_panel.python.setCurrentText(os.sys.executable)
+    window.setup_panel.python.setCurrentText(sys.executable)
     window.setup_panel.env.setPlainText("NOT A PAIR")
     window.start_run()
     assert window.session.controller is None
@@ -185,7 +198,7 @@ def test_invalid_setup_is_explained_before_anything_runs(
 
 
 def test_the_setup_of_each_script_is_remembered(
-    qtbot, window: MainWindow, store, tmp_path: Path
+    qtbot: QtBot, window: MainWindow, store: QSettings, tmp_path: Path
 ) -> None:
     script = write_script(tmp_path, "r.py", "import sys\nprint(sys.argv[1:])\n")
     run_to_end(qtbot, window, script, "--fast", env="SEED=3", ram_budget="6 GiB")
@@ -200,7 +213,7 @@ def test_the_setup_of_each_script_is_remembered(
 
 
 def test_a_run_that_cannot_start_says_why(
-    qtbot, window: MainWindow, tmp_path: Path, monkeypatch
+    qtbot: QtBot, window: MainWindow, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     script = write_script(tmp_path, "ok.py", "pass\n")
     window.open_script(str(script))
@@ -215,7 +228,9 @@ def test_a_run_that_cannot_start_says_why(
     assert "no-such-python" in window.error_box.text()
 
 
-def test_dropping_a_script_opens_it_for_running(qtbot, window: MainWindow, tmp_path: Path) -> None:
+def test_dropping_a_script_opens_it_for_running(
+    qtbot: QtBot, window: MainWindow, tmp_path: Path
+) -> None:
     script = write_script(tmp_path, "dropped.py", "pass\n")
     mime = QMimeData()
     mime.setUrls([QUrl.fromLocalFile(str(script))])
@@ -232,13 +247,15 @@ def test_dropping_a_script_opens_it_for_running(qtbot, window: MainWindow, tmp_p
 
 @pytest.mark.slow  # runs a script through the window (~1 s)
 def test_the_readout_gives_exact_values_at_a_time(
-    qtbot, window: MainWindow, tmp_path: Path
+    qtbot: QtBot, window: MainWindow, tmp_path: Path
 ) -> None:
     script = write_script(
         tmp_path, "v.py", "import time\nb = bytearray(20 * 2**20)\ntime.sleep(0.3)\n"
     )
     run_to_end(qtbot, window, script)
+    assert window.profile is not None
     ram = window.profile.ram
+    assert ram is not None
     i = len(ram) // 2
     text = window.timeline.readout_at(float(ram.t[i]))
     from profiler.units import format_bytes

@@ -16,13 +16,14 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import Qt as QtGuiNamespace
 from PySide6.QtGui import QTextDocument
 from PySide6.QtWidgets import QLabel
+from pytestqt.qtbot import QtBot
 
 from app.eventlane import mark_tip
 from app.mainwindow import MainWindow
 from profiler import protocol
 from profiler.diagnosis.contents import census_label, censuses
 from profiler.launch.preflight import Problem
-from profiler.profile.storage import ProfileWriter
+from profiler.profile.writer import ProfileWriter
 from profiler.recorder.blocks import TableBuffer
 from tests.factories import holder
 
@@ -84,7 +85,7 @@ def write_profile(path: Path, text: str, cwd: Path) -> None:
 
 
 @pytest.fixture
-def opened(qtbot, window: MainWindow, tmp_path: Path) -> MainWindow:
+def opened(qtbot: QtBot, window: MainWindow, tmp_path: Path) -> MainWindow:
     (tmp_path / f"train{NAME_PAYLOAD}.py").write_text("x = 1\n")  # the run can be prepared again
     path = tmp_path / "p.memsight"
     write_profile(path, PAYLOAD, tmp_path)

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import Qt
+import pytest
+from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QApplication
+from pytestqt.qtbot import QtBot
 
 from app.mainwindow import MainWindow
 from tests.gui.support import RUN_TIMEOUT_MS
@@ -14,7 +16,7 @@ from tests.support import write_script
 
 
 def test_the_run_bar_is_one_line_and_the_other_settings_wait_under_more(
-    qtbot, window: MainWindow
+    qtbot: QtBot, window: MainWindow
 ) -> None:
     qtbot.waitExposed(window)
     panel = window.setup_panel
@@ -54,7 +56,7 @@ def test_the_more_button_counts_the_settings_changed_from_their_defaults(
 
 
 def test_a_script_opened_with_a_remembered_setup_shows_what_it_changes(
-    qtbot, window: MainWindow, store, tmp_path: Path
+    qtbot: QtBot, window: MainWindow, store: QSettings, tmp_path: Path
 ) -> None:
     script = write_script(tmp_path, "r.py", "pass\n")
     window.open_script(str(script))
@@ -99,7 +101,7 @@ def test_a_problem_with_the_script_leaves_more_closed(window: MainWindow, tmp_pa
 
 
 def test_a_long_problem_wraps_in_full_under_the_run_bar(
-    qtbot, window: MainWindow, tmp_path: Path
+    qtbot: QtBot, window: MainWindow, tmp_path: Path
 ) -> None:
     window.resize(900, 600)
     qtbot.waitExposed(window)
@@ -114,17 +116,17 @@ def test_a_long_problem_wraps_in_full_under_the_run_bar(
 
 
 def test_ctrl_r_runs_and_closes_more_and_ctrl_period_stops(
-    qtbot, window: MainWindow, tmp_path: Path
+    qtbot: QtBot, window: MainWindow, tmp_path: Path
 ) -> None:
     script = write_script(tmp_path, "wait.py", "import time\ntime.sleep(30)\n")
     window.open_script(str(script))
     window.setup_panel.more_button.click()  # to look at the settings before running
     window.activateWindow()
     qtbot.waitActive(window)
-    qtbot.keyClick(window, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier)
+    qtbot.keyClick(window, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier)  # type: ignore[no-untyped-call]
     assert window.session.running and window.setup_panel.stop_button.isEnabled()
     assert window.setup_panel.more.isHidden()  # the run has started: the room is the timeline's
-    qtbot.keyClick(window, Qt.Key.Key_Period, Qt.KeyboardModifier.ControlModifier)
+    qtbot.keyClick(window, Qt.Key.Key_Period, Qt.KeyboardModifier.ControlModifier)  # type: ignore[no-untyped-call]
     assert window.session.stopping
     qtbot.waitUntil(lambda: not window.session.timer.isActive(), timeout=RUN_TIMEOUT_MS)
     assert window.setup_panel.run_button.isEnabled()
@@ -132,7 +134,7 @@ def test_ctrl_r_runs_and_closes_more_and_ctrl_period_stops(
 
 
 def test_browse_beside_the_script_opens_the_script_chosen(
-    window: MainWindow, tmp_path: Path, monkeypatch
+    window: MainWindow, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     script = write_script(tmp_path / "project", "train.py", "pass\n")
     monkeypatch.setattr(

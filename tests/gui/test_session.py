@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pytestqt.qtbot import QtBot
 
 from app.findings import BackgroundDiagnosis
 from app.session import RunSession
@@ -23,7 +24,7 @@ def _spec(script: Path) -> RunSpec:
 
 
 @pytest.fixture
-def session(qtbot) -> Iterator[RunSession]:  # type: ignore[no-untyped-def]
+def session(qtbot: QtBot) -> Iterator[RunSession]:
     diagnosis = BackgroundDiagnosis()
     made = RunSession(diagnosis)
     yield made
@@ -33,7 +34,7 @@ def session(qtbot) -> Iterator[RunSession]:  # type: ignore[no-untyped-def]
 
 @pytest.mark.slow  # runs a script (~1 s)
 def test_a_run_is_reported_started_refreshed_and_finished(
-    qtbot, session: RunSession, tmp_path: Path
+    qtbot: QtBot, session: RunSession, tmp_path: Path
 ) -> None:
     script = write_script(tmp_path, "s.py", "b = bytearray(20 * 2**20)\nprint('done')\n")
     heard: list[str] = []
@@ -46,14 +47,15 @@ def test_a_run_is_reported_started_refreshed_and_finished(
     assert session.running and heard[0] == "started run.memsight"
     qtbot.waitUntil(lambda: not session.timer.isActive(), timeout=RUN_TIMEOUT_MS)
 
-    assert not session.running
+    running: bool = session.running  # again, now that the run has ended
+    assert not running
     assert "refreshed" in heard and heard[-1] == "finished 0"
     assert session.profile is not None and session.profile.output_text() == "done\n"
     assert session.frame_ms, "each tick is timed"
 
 
 def test_a_run_that_cannot_be_launched_fails_without_starting(
-    qtbot, session: RunSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    qtbot: QtBot, session: RunSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def no_interpreter() -> list[str]:
         return [str(tmp_path / "gone" / "python")]

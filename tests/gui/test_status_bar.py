@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from pytestqt.qtbot import QtBot
 
 import app.statusbar as statusbar
 from app.mainwindow import MainWindow
@@ -40,7 +41,7 @@ def busy_run() -> Profile:
     return run
 
 
-def test_an_ended_run_that_fell_behind_shows_its_rate_and_the_asked_one(qtbot) -> None:
+def test_an_ended_run_that_fell_behind_shows_its_rate_and_the_asked_one(qtbot: QtBot) -> None:
     bar = RunStatusBar()
     qtbot.addWidget(bar)
     bar.show_status(busy_run(), running=False)
@@ -56,7 +57,7 @@ def test_an_ended_run_that_fell_behind_shows_its_rate_and_the_asked_one(qtbot) -
 
 
 def test_a_running_figure_is_the_rate_of_the_last_second_with_the_asked_one_when_behind(
-    qtbot, monkeypatch: pytest.MonkeyPatch
+    qtbot: QtBot, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = [100.0]
     monkeypatch.setattr(statusbar, "monotonic", lambda: clock[0])
@@ -83,7 +84,7 @@ def test_a_running_figure_is_the_rate_of_the_last_second_with_the_asked_one_when
 
 
 def test_an_opened_profile_that_fell_behind_says_so_in_a_window_that_fits_half_a_screen(
-    qtbot, window: MainWindow, tmp_path: Path
+    qtbot: QtBot, window: MainWindow, tmp_path: Path
 ) -> None:
     window.resize(900, 600)
     qtbot.waitUntil(lambda: window.width() == 900)

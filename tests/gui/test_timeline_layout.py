@@ -3,14 +3,20 @@ reads."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import pytest
+from PySide6.QtWidgets import QWidget
+from pytestqt.qtbot import QtBot
 
 from app.axes import SecondsAxis
+from app.mainwindow import MainWindow
 from app.timeline import TimelineView
 from tests.factories import GiB, MiB, profile, ram, table
 
 
-def test_with_no_run_it_says_what_to_do_and_has_no_gpu_plot(qtbot) -> None:  # type: ignore[no-untyped-def]
+def test_with_no_run_it_says_what_to_do_and_has_no_gpu_plot(qtbot: QtBot) -> None:
     view = TimelineView()
     qtbot.addWidget(view)
     assert view.empty.isVisible()
@@ -19,7 +25,7 @@ def test_with_no_run_it_says_what_to_do_and_has_no_gpu_plot(qtbot) -> None:  # t
     assert view.gpu_plot.scene() is None  # out of the layout, not just hidden
 
 
-def test_a_run_without_cuda_gives_the_ram_plot_the_room(qtbot) -> None:  # type: ignore[no-untyped-def]
+def test_a_run_without_cuda_gives_the_ram_plot_the_room(qtbot: QtBot) -> None:
     view = TimelineView()
     qtbot.addWidget(view)
     view.resize(900, 600)
@@ -36,7 +42,7 @@ def test_a_run_without_cuda_gives_the_ram_plot_the_room(qtbot) -> None:  # type:
     assert view.ram_plot.height() > 0.6 * view.graphics.height()
 
 
-def test_the_gpu_plot_comes_with_cuda(qtbot) -> None:  # type: ignore[no-untyped-def]
+def test_the_gpu_plot_comes_with_cuda(qtbot: QtBot) -> None:
     view = TimelineView()
     qtbot.addWidget(view)
     t = np.arange(0, 5.0, 0.1)
@@ -47,7 +53,7 @@ def test_the_gpu_plot_comes_with_cuda(qtbot) -> None:  # type: ignore[no-untyped
     assert not view.gpu_shown
 
 
-def test_one_time_format_per_view(qtbot) -> None:  # type: ignore[no-untyped-def]
+def test_one_time_format_per_view(qtbot: QtBot) -> None:
     axis = SecondsAxis("bottom")
     axis.setRange(0, 200)  # minutes: major ticks every 100 s, minor every 50 s
     assert axis.tickStrings([100, 200], 1, 100) == ["1:40", "3:20"]
@@ -57,23 +63,21 @@ def test_one_time_format_per_view(qtbot) -> None:  # type: ignore[no-untyped-def
     assert axis.tickStrings([0.5], 1, 0.5) == ["0.5 s"]
 
 
-def test_ctrl_o_opens_a_script_into_the_run_bar(  # type: ignore[no-untyped-def]
-    window, tmp_path, monkeypatch
+def test_ctrl_o_opens_a_script_into_the_run_bar(
+    window: MainWindow, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from app import mainwindow
-
     script = tmp_path / "train.py"
     script.write_text("print('hi')\n")
     monkeypatch.setattr(
-        mainwindow.QFileDialog, "getOpenFileName", lambda *a, **k: (str(script), "")
+        "app.mainwindow.QFileDialog.getOpenFileName", lambda *a, **k: (str(script), "")
     )
     window.open_action.trigger()
     assert window.setup_panel.script.text() == str(script)
     assert window.error_box is None  # not "not a memsight profile"
 
 
-def test_a_live_run_is_titled_by_its_script_and_shown_whole_when_it_ends(  # type: ignore[no-untyped-def]
-    qtbot, window, tmp_path
+def test_a_live_run_is_titled_by_its_script_and_shown_whole_when_it_ends(
+    qtbot: QtBot, window: MainWindow, tmp_path: Path
 ) -> None:
     from tests.gui.support import wait_until_settled
 
@@ -83,15 +87,14 @@ def test_a_live_run_is_titled_by_its_script_and_shown_whole_when_it_ends(  # typ
     window.start_run()
     assert window.windowTitle() == "memsight — train.py"
     wait_until_settled(qtbot, window)
+    assert window.profile is not None
     low, high = window.timeline.lane.getViewBox().viewRange()[0]
     assert low <= 0.05 and high >= window.profile.duration * 0.99
 
 
-def test_typing_a_script_path_sets_its_folder_and_the_dialog_starts_there(  # type: ignore[no-untyped-def]
-    window, tmp_path, monkeypatch
+def test_typing_a_script_path_sets_its_folder_and_the_dialog_starts_there(
+    window: MainWindow, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from app import mainwindow
-
     folder = tmp_path / "project"
     folder.mkdir()
     script = folder / "train.py"
@@ -99,19 +102,19 @@ def test_typing_a_script_path_sets_its_folder_and_the_dialog_starts_there(  # ty
     window.setup_panel.script.setText(str(script))
     window.setup_panel.script.editingFinished.emit()
     assert window.setup_panel.cwd.text() == str(folder)
-    started_in = []
+    started_in: list[str] = []
 
-    def dialog(parent, title, start, filters):  # type: ignore[no-untyped-def]
+    def dialog(parent: QWidget | None, title: str, start: str, filters: str) -> tuple[str, str]:
         started_in.append(start)
         return "", ""
 
-    monkeypatch.setattr(mainwindow.QFileDialog, "getOpenFileName", dialog)
+    monkeypatch.setattr("app.mainwindow.QFileDialog.getOpenFileName", dialog)
     window.open_script_action.trigger()
     assert started_in == [str(folder)]
 
 
-def test_nothing_of_the_run_before_stays_when_another_is_shown(  # type: ignore[no-untyped-def]
-    window, tmp_path
+def test_nothing_of_the_run_before_stays_when_another_is_shown(
+    window: MainWindow, tmp_path: Path
 ) -> None:
     window._show_profile(profile(ram(5.0, 100 * MiB)), tmp_path / "a.memsight")
     window.timeline.readout.setText("2.00 s: RAM 100 MiB")
@@ -123,7 +126,7 @@ def test_nothing_of_the_run_before_stays_when_another_is_shown(  # type: ignore[
     assert window.console.search.text() == ""
 
 
-def test_hovering_never_resizes_the_docks(qtbot, window, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_hovering_never_resizes_the_docks(qtbot: QtBot, window: MainWindow, tmp_path: Path) -> None:
     window.resize(1280, 800)
     window.show()
     qtbot.waitExposed(window)
@@ -136,8 +139,8 @@ def test_hovering_never_resizes_the_docks(qtbot, window, tmp_path) -> None:  # t
     assert (window.findings_dock.width(), window.width()) == before
 
 
-def test_a_script_that_reads_stdin_gets_the_lines_typed_under_the_console(  # type: ignore[no-untyped-def]
-    qtbot, window, tmp_path
+def test_a_script_that_reads_stdin_gets_the_lines_typed_under_the_console(
+    qtbot: QtBot, window: MainWindow, tmp_path: Path
 ) -> None:
     from tests.gui.support import wait_until_settled
 
@@ -148,15 +151,18 @@ def test_a_script_that_reads_stdin_gets_the_lines_typed_under_the_console(  # ty
     )
     window.open_script(str(script))
     window.start_run()
+    live = window.profile
+    assert live is not None
     assert window.console.input.isEnabled()
-    qtbot.waitUntil(lambda: "name?" in window.profile.output_text(), timeout=30_000)
+    qtbot.waitUntil(lambda: "name?" in live.output_text(), timeout=30_000)
     window.console.input.setText("Ada")
     window.console.input.returnPressed.emit()
-    qtbot.waitUntil(lambda: "hello Ada" in window.profile.output_text(), timeout=30_000)
+    qtbot.waitUntil(lambda: "hello Ada" in live.output_text(), timeout=30_000)
     window.console.input.setText("more")
     window.console.input.returnPressed.emit()
     window.console._close_input()  # Ctrl+D: end of file
     wait_until_settled(qtbot, window)
+    assert window.profile is not None
     assert "rest: 'more\\n'" in window.profile.output_text()
     assert window.profile.info.exit_code == 0
     assert not window.console.input.isEnabled()

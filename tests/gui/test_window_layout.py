@@ -10,8 +10,10 @@ import pytest
 from PySide6.QtCore import QEvent, QPoint, QPointF, QSettings, Qt
 from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import QApplication
+from pytestqt.qtbot import QtBot
 
 from app.mainwindow import MainWindow
+from profiler.profile.model import Profile
 from tests.factories import GiB, MiB, profile, ram, table
 from tests.gui.support import NO_ZERO_GRAD, run_to_end
 from tests.support import write_script
@@ -23,7 +25,7 @@ PLOT_MIN = 100
 RAM_PLOT_ALONE_MIN = 150
 
 
-def _gpu_profile() -> object:
+def _gpu_profile() -> Profile:
     t = np.arange(0, 5.0, 0.1)
     gpu = table("gpu", t, device=0, allocated=GiB, allocated_peak=GiB, reserved=GiB)
     return profile(ram(5.0, 100 * MiB), gpu, devices=[(0, 16 * GiB)])
@@ -52,7 +54,7 @@ def _drag(window: MainWindow, start: QPoint, end: QPoint) -> None:
     send(QEvent.Type.MouseButtonRelease, end, left, none)
 
 
-def _shown_at(qtbot, store: QSettings, width: int, height: int) -> MainWindow:  # type: ignore[no-untyped-def]
+def _shown_at(qtbot: QtBot, store: QSettings, width: int, height: int) -> MainWindow:
     """A window as a first start shows it (no layout saved yet), at this size."""
     window = MainWindow(store)
     qtbot.addWidget(window)
@@ -63,7 +65,7 @@ def _shown_at(qtbot, store: QSettings, width: int, height: int) -> MainWindow:  
 
 
 def test_at_900_by_600_the_timeline_has_most_of_the_window(
-    qtbot, store: QSettings, tmp_path: Path
+    qtbot: QtBot, store: QSettings, tmp_path: Path
 ) -> None:
     window = _shown_at(qtbot, store, 900, 600)
     window._show_profile(profile(ram(5.0, 100 * MiB)), tmp_path / "a.memsight")
@@ -80,7 +82,7 @@ def test_at_900_by_600_the_timeline_has_most_of_the_window(
 
 
 def test_docks_keep_their_share_when_the_window_is_resized(
-    qtbot, store: QSettings, tmp_path: Path
+    qtbot: QtBot, store: QSettings, tmp_path: Path
 ) -> None:
     window = _shown_at(qtbot, store, 1600, 1000)
     window._show_profile(profile(ram(5.0, 100 * MiB)), tmp_path / "a.memsight")
@@ -108,14 +110,14 @@ def test_docks_keep_their_share_when_the_window_is_resized(
     assert window.findings_dock.width() == pytest.approx(480, abs=16)
 
 
-def _resize(qtbot, window: MainWindow, width: int, height: int) -> None:  # type: ignore[no-untyped-def]
+def _resize(qtbot: QtBot, window: MainWindow, width: int, height: int) -> None:
     window.resize(width, height)
     qtbot.waitUntil(lambda: window.size().toTuple() == (width, height))
     qtbot.wait(20)
 
 
 def test_the_window_fits_half_a_screen_whatever_the_status_bar_says(
-    qtbot, store: QSettings, tmp_path: Path
+    qtbot: QtBot, store: QSettings, tmp_path: Path
 ) -> None:
     window = _shown_at(qtbot, store, 900, 600)
     window._show_profile(_gpu_profile(), tmp_path / "a.memsight")
@@ -130,7 +132,9 @@ def test_the_window_fits_half_a_screen_whatever_the_status_bar_says(
 
 
 @pytest.mark.slow  # runs a script with PyTorch twice through the window (~5 s)
-def test_the_window_keeps_its_width_through_runs(qtbot, window: MainWindow, tmp_path: Path) -> None:
+def test_the_window_keeps_its_width_through_runs(
+    qtbot: QtBot, window: MainWindow, tmp_path: Path
+) -> None:
     window.resize(900, 600)
     qtbot.waitUntil(lambda: window.width() == 900)
     script = write_script(

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from profiler import protocol
-from profiler.profile.storage import FILE_HEADER
+from profiler.profile.header import FILE_HEADER
 from tests.hostile import frames
 
 Frame = tuple[int, bytes]  # kind (with the compressed bit), plain payload

@@ -10,7 +10,7 @@ import numpy as np
 
 from profiler import protocol
 from profiler.profile import codec
-from profiler.profile.storage import file_header
+from profiler.profile.header import file_header
 
 T0 = 5_000_000_000
 

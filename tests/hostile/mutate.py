@@ -19,7 +19,7 @@ import zlib
 from collections.abc import Iterator
 
 from profiler import protocol
-from profiler.profile.storage import FILE_HEADER
+from profiler.profile.header import FILE_HEADER
 
 Frame = tuple[int, bytes]  # kind as stored (compressed bit kept), payload as stored
 
@@ -165,12 +165,12 @@ def inflations(rng: random.Random, data: bytes) -> Iterator[tuple[str, bytes]]:
             yield f"{what}-{n}", joined(header, out)
         # A sample block whose later rows jump by the extremes of int64 (values, not lengths).
         if kind & ~protocol.COMPRESSED == protocol.SAMPLES:
-            plain = bytearray(_plain(kind, payload))
-            if len(plain) >= 6 + 16:
-                for offset in range(6, len(plain) - 8, max(8, (len(plain) - 6) // 4)):
-                    plain[offset : offset + 8] = struct.pack("<q", rng.choice((-1, 1)) << 62)
+            block = bytearray(_plain(kind, payload))
+            if len(block) >= 6 + 16:
+                for offset in range(6, len(block) - 8, max(8, (len(block) - 6) // 4)):
+                    block[offset : offset + 8] = struct.pack("<q", rng.choice((-1, 1)) << 62)
                 out = list(frames)
-                out[n] = (kind, _restored(kind, bytes(plain)))
+                out[n] = (kind, _restored(kind, bytes(block)))
                 yield f"extreme-values-{n}", joined(header, out)
 
 

@@ -14,9 +14,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tests.hostile.capped import peak_rss_bytes
+
+if TYPE_CHECKING:
+    from PySide6.QtWidgets import QMessageBox  # noqa: TID251
 
 
 def main(argv: list[str]) -> int:
@@ -30,7 +33,7 @@ def main(argv: list[str]) -> int:
     files = json.loads(listing.read_text())
     application = QApplication([])
     scratch = Path(tempfile.mkdtemp())
-    mainwindow.recordings_dir = lambda: scratch  # type: ignore[assignment]
+    mainwindow.recordings_dir = lambda: scratch  # type: ignore[attr-defined]
     window = mainwindow.MainWindow(QSettings(str(scratch / "s.ini"), QSettings.Format.IniFormat))
     window.resize(1200, 800)
     window.show()
@@ -48,7 +51,7 @@ def main(argv: list[str]) -> int:
                 application.processEvents()
                 time.sleep(0.005)
             window.grab()  # draws every view once
-            box = window.error_box
+            box: QMessageBox | None = window.error_box  # set by open_profile
             result["outcome"] = "opened" if opened else "refused"
             if box is not None:
                 result["message"] = box.text()[:300]

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -84,7 +85,9 @@ print(json.dumps(report, sort_keys=True))
 """
 
 
-def _both(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[dict, dict]:
+def _both(
+    args: list[str], cwd: Path, env: dict[str, str] | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
     # The interpreter is named, so both runs start the same executable path.
     traced = run_memsight(["--python", PYTHON, *args], cwd, stdin="one\ntwo\n", env=env)
     plain = run_plain(args, cwd, stdin="one\ntwo\n", env=env)

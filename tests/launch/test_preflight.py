@@ -59,7 +59,7 @@ def test_an_interpreter_without_torch_is_refused_for_a_script_that_imports_it(
 def test_the_current_interpreter_is_probed_once_and_remembered() -> None:
     first, _ = probe_interpreter(sys.executable)
     second, _ = probe_interpreter(sys.executable)
-    assert first is second and first.has_torch and first.version >= (3, 10)
+    assert first is not None and first is second and first.has_torch and first.version >= (3, 10)
 
 
 def test_torch_imports_are_found_in_any_form(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,7 +33,9 @@ print(json.dumps({
 """
 
 
-def both(args: list[str], cwd: Path, stdin: str | None = None) -> tuple[dict, dict]:
+def both(
+    args: list[str], cwd: Path, stdin: str | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
     traced = run_memsight(args, cwd, stdin=stdin, out=cwd.parent / "probe.memsight")
     plain = run_plain(args, cwd, stdin=stdin)
     assert traced.returncode == plain.returncode == 0, traced.stderr

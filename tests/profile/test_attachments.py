@@ -14,13 +14,8 @@ import pytest
 
 from profiler import protocol
 from profiler.profile.attachments import choose_snapshot, cuda_snapshots
-from profiler.profile.storage import (
-    ProfileError,
-    ProfileWriter,
-    compact_profile,
-    load_profile,
-    read_attachment,
-)
+from profiler.profile.storage import ProfileError, compact_profile, load_profile, read_attachment
+from profiler.profile.writer import ProfileWriter
 from profiler.recorder.snapshots import SnapshotStore
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from profiler.profile.storage import FILE_HEADER, FLAG_WHOLE, compact_profile, load_profile
+from profiler.profile.header import FILE_HEADER, FLAG_WHOLE
+from profiler.profile.storage import compact_profile, load_profile
 from tests.damaged_files import ROWS, frame_starts, record
 from tests.support import run_cli
 

@@ -7,13 +7,8 @@ import pytest
 
 from profiler import protocol
 from profiler.profile.model import Profile
-from profiler.profile.series import (
-    BACKWARD_PASSES,
-    FORWARD_PASSES,
-    OPTIMIZER_STEPS,
-    forward_batches,
-    iterations,
-)
+from profiler.profile.series import forward_batches, iterations
+from profiler.protocol import BACKWARD_PASSES, FORWARD_PASSES, OPTIMIZER_STEPS
 from tests.factories import MiB, loop, profile, steps, table
 
 

@@ -61,8 +61,8 @@ def test_two_nodes_become_one_job_on_the_first_ones_clock(tmp_path: Path) -> Non
     assert rank1.process.started == pytest.approx(2.6)
     assert [e.t for e in rank1.events_of("exception")] == pytest.approx([3.0])
     # How they ended comes along; the first node's children table stays its own
-    assert (rank1.process.exit_code, rank1.process.ended) == (1, pytest.approx(5.0))
-    assert (target_b.process.exit_code, target_b.process.ended) == (1, pytest.approx(5.5))
+    assert rank1.process.exit_code == 1 and rank1.process.ended == pytest.approx(5.0)
+    assert target_b.process.exit_code == 1 and target_b.process.ended == pytest.approx(5.5)
     assert set(job.children) == {11}
     merge = next(job.events_of("merge"))
     assert [i["hostname"] for i in merge.get("inputs")] == ["node-a", "node-b"]

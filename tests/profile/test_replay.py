@@ -1,12 +1,15 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from profiler import protocol
 from profiler.profile import codec
 from profiler.profile.replay import ProfileBuilder
-from profiler.profile.storage import ProfileError, ProfileWriter, compact_profile, load_profile
+from profiler.profile.storage import ProfileError, compact_profile, load_profile
+from profiler.profile.writer import ProfileWriter
 from profiler.protocol import FrameReader, ProtocolError
 from profiler.recorder.blocks import TableBuffer
 
@@ -125,7 +128,7 @@ def test_wrongly_typed_event_fields_are_ignored_not_trusted() -> None:
     assert builder.profile.info.signal is None
 
 
-def test_live_decoding_in_small_pieces_equals_loading_the_file(tmp_path) -> None:
+def test_live_decoding_in_small_pieces_equals_loading_the_file(tmp_path: Path) -> None:
     # Given the same frames written to a file and fed live in small increments
     buffer = TableBuffer(protocol.RAM_TABLE)
     frames = [run_frame(), protocol.RAM_TABLE.frame()]
@@ -184,7 +187,7 @@ def test_an_event_with_fields_of_the_wrong_shape_cannot_break_loading() -> None:
     assert builder.profile.warnings == []
 
 
-def test_a_file_whose_tail_is_zero_filled_loads_up_to_the_last_write(tmp_path) -> None:
+def test_a_file_whose_tail_is_zero_filled_loads_up_to_the_last_write(tmp_path: Path) -> None:
     path = tmp_path / "p.memsight"
     writer = ProfileWriter(path)
     buffer = TableBuffer(protocol.RAM_TABLE)
@@ -221,7 +224,7 @@ def test_packed_columns_round_trip_any_int64_values(rows: int) -> None:
     assert np.array_equal(codec.decode_blocks(schema, encoding, [data]), matrix)
 
 
-def test_compaction_keeps_the_decoded_profile_and_shrinks_the_file(tmp_path) -> None:
+def test_compaction_keeps_the_decoded_profile_and_shrinks_the_file(tmp_path: Path) -> None:
     path = tmp_path / "p.memsight"
     writer = ProfileWriter(path)
     ram = TableBuffer(protocol.RAM_TABLE)
@@ -260,7 +263,7 @@ def test_compaction_keeps_the_decoded_profile_and_shrinks_the_file(tmp_path) -> 
     assert not list(tmp_path.glob("*.compacting"))
 
 
-def test_compaction_of_a_damaged_file_leaves_it_untouched(tmp_path) -> None:
+def test_compaction_of_a_damaged_file_leaves_it_untouched(tmp_path: Path) -> None:
     path = tmp_path / "p.memsight"
     writer = ProfileWriter(path)
     writer.write(run_frame())

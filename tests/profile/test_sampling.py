@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from profiler import protocol
-from profiler.cli import _report_saved, main
+from profiler.cli import main
+from profiler.commands.run import _report_saved
 from profiler.profile.model import Profile
 from profiler.profile.summary import (
     format_text,

@@ -17,14 +17,9 @@ from pathlib import Path
 import pytest
 
 from profiler import protocol
+from profiler.profile.header import FILE_HEADER, FORMAT_VERSION, file_header
 from profiler.profile.model import DeviceInfo, Profile
-from profiler.profile.storage import (
-    FILE_HEADER,
-    FORMAT_VERSION,
-    ProfileError,
-    file_header,
-    load_profile,
-)
+from profiler.profile.storage import ProfileError, load_profile
 from tests.processes import record_in_terminal
 from tests.support import run_cli, write_script
 
@@ -84,7 +79,9 @@ def write(tmp_path: Path, data: bytes, name: str = "bad.memsight") -> Path:
     return path
 
 
-def test_the_recorded_profile_is_complete_and_has_many_frames(full: Profile, recorded: bytes):
+def test_the_recorded_profile_is_complete_and_has_many_frames(
+    full: Profile, recorded: bytes
+) -> None:
     # The fixture the tests below cut up: a real, complete run with samples, events and output
     assert full.complete and not full.warnings
     assert full.sample_count > 10

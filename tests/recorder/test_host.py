@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import signal
 import subprocess
 import sys
@@ -50,7 +51,7 @@ def test_when_the_app_goes_away_the_run_is_stopped_and_the_file_finished(tmp_pat
         tmp_path, "long.py", "import time\nprint('up', flush=True)\ntime.sleep(600)\n"
     )
     with start_host(script, tmp_path / "long.memsight") as host:  # its pipes closed at the end
-        assert host.stdout is not None and host.stdin is not None
+        assert isinstance(host.stdout, io.BufferedReader) and host.stdin is not None
         # Wait until the target has started (its output comes through as a frame).
         seen = b""
         while b"up" not in seen:

@@ -50,7 +50,7 @@ def recorded(
     (memsight, target pid, log)."""
     script = write_script(tmp_path, "target.py", source)
     pid_file, log = tmp_path / "pid", tmp_path / "signals"
-    args = [script, pid_file, log, *extra]
+    args: list[str | Path] = [script, pid_file, log, *extra]
     proc = subprocess.Popen(
         [sys.executable, *map(str, args)]
         if plain

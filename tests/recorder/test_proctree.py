@@ -218,8 +218,8 @@ def test_new_pids_are_checked_for_descendants_threads_left_out() -> None:
         stdout=subprocess.PIPE,
         text=True,
     ) as child:
+        assert child.stdin is not None and child.stdout is not None
         try:
-            assert child.stdin is not None and child.stdout is not None
             main_tid, thread_tid, grandchild = map(int, child.stdout.readline().split())
             new = counter.advance()
             assert new is not None and {child.pid, thread_tid, grandchild} <= set(new)

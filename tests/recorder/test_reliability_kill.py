@@ -271,11 +271,13 @@ def test_stop_kills_the_target_and_every_worker_it_forked(
     out = tmp_path / "workers.memsight"
     with recording_of(script, out) as recording:
         assert recording.tree is not None and recording.pid is not None
+        watcher = recording.tree
         workers = wait_until(
-            lambda: list(recording.tree.known) if len(recording.tree.known) >= 2 else None,
+            lambda: list(watcher.known) if len(watcher.known) >= 2 else None,
             timeout=15.0,
             what="the recording to see both workers",
         )
+        assert workers is not None
         tree = [recording.pid, *workers]
         assert all(is_running(pid) for pid in tree)
 

@@ -101,7 +101,8 @@ def test_copy_on_access_workers_report_the_rise_their_readings_show(tmp_path: Pa
     [finding] = [f for f in diagnose(profile).findings if f.rule == "dataloader-worker-growth"]
     numbers = finding.evidence.numbers
     assert numbers["workers"] == 2
-    assert numbers["copied_bytes"] >= 0.8 * numbers["total_growth_bytes"]
+    copied, total = numbers["copied_bytes"], numbers["total_growth_bytes"]
+    assert isinstance(copied, int) and isinstance(total, int) and copied >= 0.8 * total
     children = profile.tables["children"]
     for pid in (int(p) for p in str(numbers["pids"]).split(", ")):
         uss = children["uss"][children["pid"] == pid]

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from profiler.diagnosis.config import DiagnosisConfig
 from profiler.diagnosis.finding import Evidence, Finding
-from profiler.diagnosis.rules.growth_per_iteration import Growth, growths, where
+from profiler.diagnosis.growth import Growth, growths
 from profiler.profile.model import Profile
+from profiler.profile.series import memory_name
 from profiler.units import format_bytes, format_duration, format_signed_bytes
 
 RULE_ID = "allocator-retention"
@@ -52,7 +53,7 @@ def _finding(g: Growth) -> Finding:
         span = f"over {format_duration(g.end_s - g.start_s)}"
         rate = f"{format_bytes(g.fit.slope)}/s"
     text = (
-        f"{where(g.plot, g.device)} rose {format_bytes(g.growth)} {span} ({rate}, r² "
+        f"{memory_name(g.plot, g.device)} rose {format_bytes(g.growth)} {span} ({rate}, r² "
         f"{g.fit.r2:.2f}); meanwhile the bytes malloc keeps free in its heaps rose "
         f"{format_bytes(g.heap.free)} and its live allocations changed by "
         f"{format_signed_bytes(g.heap.in_use)}"

@@ -22,8 +22,7 @@ from typing import Any
 from profiler.diagnosis.children import child_facts, is_child
 from profiler.diagnosis.config import DiagnosisConfig
 from profiler.diagnosis.finding import Evidence, Finding
-from profiler.diagnosis.rules.run_failed import MESSAGE_CHARS, STOPPED_FROM_OUTSIDE
-from profiler.diagnosis.signals import final_exception
+from profiler.diagnosis.signals import MESSAGE_CHARS, STOPPED_FROM_OUTSIDE, final_exception
 from profiler.diagnosis.where import describe, exception_locations, parse_traceback, user_frame
 from profiler.profile.model import Profile
 

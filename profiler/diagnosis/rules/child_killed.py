@@ -22,7 +22,7 @@ import signal
 from profiler.diagnosis.children import child_facts, is_child
 from profiler.diagnosis.config import DiagnosisConfig
 from profiler.diagnosis.finding import Evidence, Finding
-from profiler.diagnosis.rules.run_failed import CRASH_SIGNALS
+from profiler.diagnosis.signals import CRASH_SIGNALS
 from profiler.profile.model import Profile
 from profiler.units import format_bytes
 

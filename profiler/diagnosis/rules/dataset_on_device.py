@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from profiler.diagnosis.activations import first_training_forward
 from profiler.diagnosis.config import DiagnosisConfig
 from profiler.diagnosis.finding import Evidence, Finding
-from profiler.diagnosis.rules.activations_dominate import first_training_forward
 from profiler.diagnosis.signals import breakdown, device_total, gpu_devices, gpu_rows
 from profiler.profile.model import Profile
 from profiler.units import format_bytes

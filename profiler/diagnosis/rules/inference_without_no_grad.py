@@ -40,7 +40,7 @@ from profiler.diagnosis.signals import (
     step_at,
 )
 from profiler.profile.model import Profile
-from profiler.profile.series import forward_batches
+from profiler.profile.series import forward_batches, memory_name
 from profiler.units import format_bytes
 
 RULE_ID = "inference-without-no-grad"
@@ -174,7 +174,7 @@ def check(profile: Profile, config: DiagnosisConfig) -> list[Finding]:
         "modules": ", ".join(names),
     }
     if cost is not None:
-        where = "RAM" if cost.plot == "ram" else f"GPU memory (cuda:{cost.device})"
+        where = memory_name(cost.plot, cost.device)
         text += f"; {where} rose by up to {format_bytes(cost.rise)} during one batch's forwards"
         if cost.no_grad_rise is None:
             text += " (their activations and the graph kept for a backward)"

@@ -12,11 +12,11 @@ import numpy as np
 
 from profiler.diagnosis.config import DiagnosisConfig
 from profiler.diagnosis.finding import Evidence, Finding
-from profiler.diagnosis.rules.out_of_memory import oom_kind
 from profiler.diagnosis.signals import (
     device_total,
     gpu_devices,
     gpu_rows,
+    oom_kind,
     ram_capacity,
 )
 from profiler.profile.model import Profile

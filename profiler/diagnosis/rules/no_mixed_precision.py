@@ -8,9 +8,9 @@ is not seen as mixed precision.
 from __future__ import annotations
 
 from profiler import protocol
+from profiler.diagnosis.activations import dominates, estimates
 from profiler.diagnosis.config import DiagnosisConfig
 from profiler.diagnosis.finding import Evidence, Finding
-from profiler.diagnosis.rules.activations_dominate import dominates, estimates
 from profiler.diagnosis.signals import forward_rows
 from profiler.profile.model import Profile
 from profiler.units import format_bytes

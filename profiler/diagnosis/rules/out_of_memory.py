@@ -18,7 +18,6 @@ block) from a device that is simply full; with the allocator's history on (`--cu
 
 from __future__ import annotations
 
-import signal
 from typing import Any
 
 import numpy as np
@@ -29,7 +28,13 @@ from profiler.diagnosis.contents import Census, censuses
 from profiler.diagnosis.contents import describe as describe_holder
 from profiler.diagnosis.finding import Evidence, Finding
 from profiler.diagnosis.holders import holding_locations, largest_holders
-from profiler.diagnosis.signals import device_total, final_exception, ram_capacity, step_at
+from profiler.diagnosis.signals import (
+    device_total,
+    final_exception,
+    killed_near_limit,
+    ram_capacity,
+    step_at,
+)
 from profiler.diagnosis.where import describe, exception_locations, script_path
 from profiler.profile.model import Event, Profile
 from profiler.profile.series import process_tree
@@ -44,44 +49,11 @@ EXPLANATION = (
 )
 
 
-def oom_kind(profile: Profile, config: DiagnosisConfig) -> str | None:
-    """'gpu', 'cpu', 'python' or 'killed' when the run ended in an OOM, else None."""
-    exc = final_exception(profile)
-    if exc is not None and exc.get("oom"):
-        return str(exc.get("oom"))
-    if _killed_near_limit(profile, config) is not None:
-        return "killed"
-    return None
-
-
-def _killed_near_limit(profile: Profile, config: DiagnosisConfig) -> tuple[float, int] | None:
-    if profile.info.signal != signal.SIGKILL:
-        return None
-    capacity = ram_capacity(profile)
-    tree = process_tree(profile)
-    if capacity is None or tree is None:
-        return None
-    t, used = tree
-    end = float(t[-1])
-    recent = t >= end - config.oom_kill_window_s
-    peak = int(used[recent].max())
-    ram = profile.ram
-    assert ram is not None
-    available = ram["available"][recent]
-    total = profile.info.ram_total_bytes or 0
-    near = peak >= config.oom_kill_fraction * capacity.bytes or (
-        total > 0
-        and len(available)
-        and int(available.min()) <= (1 - config.oom_kill_fraction) * total
-    )
-    return (end, peak) if near else None
-
-
 def check(profile: Profile, config: DiagnosisConfig) -> list[Finding]:
     exc = final_exception(profile)
     if exc is not None and exc.get("oom"):
         return [_from_exception(profile, config, exc.t, exc.data, exc)]
-    killed = _killed_near_limit(profile, config)
+    killed = killed_near_limit(profile, config)
     if killed is not None:
         return [_from_kill(profile, config, *killed)]
     return []

@@ -19,7 +19,6 @@ when memory was near its limit) are not failures of the script and are left alon
 from __future__ import annotations
 
 import re
-import signal
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,13 @@ from typing import Any
 from profiler import protocol
 from profiler.diagnosis.config import DiagnosisConfig
 from profiler.diagnosis.finding import Evidence, Finding, Location
-from profiler.diagnosis.signals import final_exception, step_at
+from profiler.diagnosis.signals import (
+    CRASH_SIGNALS,
+    MESSAGE_CHARS,
+    STOPPED_FROM_OUTSIDE,
+    final_exception,
+    step_at,
+)
 from profiler.diagnosis.where import (
     SYNTAX_ERRORS,
     SYNTAX_WHERE,
@@ -54,17 +59,9 @@ EXPLANATION_LATER = (
     "(memory that keeps growing, a peak late in training) may not have shown yet."
 )
 
-# Stops that come from outside the script (the user, a job scheduler) rather than from it.
-STOPPED_FROM_OUTSIDE = ("KeyboardInterrupt",)
-# Signals that mean the interpreter itself crashed (an extension's bug, an abort()).
-CRASH_SIGNALS = {
-    int(sig): sig.name
-    for sig in (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGFPE, signal.SIGILL)
-}
 # Suffixes of files Python scripts are kept in; any other file run as a script is named.
 PYTHON_SUFFIXES = (".py", ".pyw", "")
 _MISSING_MODULE = re.compile(r"No module named '(?P<name>[^']+)'")
-MESSAGE_CHARS = 300
 
 
 def check(profile: Profile, config: DiagnosisConfig) -> list[Finding]:

@@ -23,7 +23,8 @@ from profiler.diagnosis.finding import Evidence, Finding, Plot
 from profiler.diagnosis.signals import iteration_levels
 from profiler.diagnosis.span import finished
 from profiler.profile.model import Profile
-from profiler.profile.series import OPTIMIZER_STEPS
+from profiler.profile.series import memory_name
+from profiler.protocol import OPTIMIZER_STEPS
 from profiler.units import format_bytes
 
 RULE_ID = "too-short-to-judge"
@@ -95,7 +96,7 @@ def _growth(profile: Profile, config: DiagnosisConfig) -> list[_Unjudged]:
         if rise < min_rise or (base > 0 and rise < config.growth_min_relative * base):
             continue  # nothing moved that the growth rule would report
         first, end = int(levels.index[kept][0]), int(levels.index[-1])
-        where = f"GPU memory (cuda:{levels.device})" if gpu else "RAM"
+        where = memory_name(levels.plot, levels.device)
         per_step = rise / max(1, end - first)
         if levels.kind == OPTIMIZER_STEPS:
             made, word = f"optimizer steps and the run made {n}", "step"

@@ -12,7 +12,7 @@ class Net(nn.Module):
         super().__init__()
         self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(256, 256), nn.GELU()) for _ in range(4))
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         for block in self.blocks:
             x = checkpoint(block, x, use_reentrant=False)
         return x

@@ -20,6 +20,7 @@ for _step in range(60):
     loss.backward()
     with torch.no_grad():
         for p in model.parameters():
+            assert p.grad is not None
             p.data.add_(p.grad, alpha=-0.01)
     if LEAK:
         kept.append(logits)

@@ -4,35 +4,44 @@
 """
 
 import sys
+from typing import Any
 
 import torch
+from torch import nn
 from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
 from transformers.trainer_callback import PrinterCallback
 from transformers.utils import logging
 
-logging.set_verbosity_error()
+logging.set_verbosity_error()  # type: ignore[no-untyped-call]
 LEAK = "--leak" in sys.argv
 torch.manual_seed(0)
 
 
-class Tokens(torch.utils.data.Dataset):
+class Tokens(torch.utils.data.Dataset[dict[str, torch.Tensor]]):
     def __init__(self, n: int, length: int, vocab: int) -> None:
         self.data = torch.randint(0, vocab, (n, length))
 
     def __len__(self) -> int:
         return len(self.data)
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
         ids = self.data[i]
         return {"input_ids": ids, "labels": ids}
 
 
 class KeepingTrainer(Trainer):
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.kept: list = []
+        self.kept: list[torch.Tensor] = []
 
-    def compute_loss(self, model, inputs, return_outputs=False, **kwargs):
+    def compute_loss(
+        self,
+        model: nn.Module,
+        inputs: dict[str, Any],
+        return_outputs: bool = False,
+        *args: Any,
+        **kwargs: Any,
+    ) -> torch.Tensor | tuple[torch.Tensor, Any]:
         outputs = model(**inputs)
         self.kept.append(outputs.logits)  # the planted leak
         return (outputs.loss, outputs) if return_outputs else outputs.loss

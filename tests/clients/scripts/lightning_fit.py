@@ -18,17 +18,17 @@ class Model(L.LightningModule):
     def __init__(self) -> None:
         super().__init__()
         self.net = nn.Sequential(nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 512))
-        self.kept: list = []
+        self.kept: list[torch.Tensor] = []
 
-    def training_step(self, batch, batch_idx):
+    def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
         (x,) = batch
-        out = self.net(x)
+        out: torch.Tensor = self.net(x)
         loss = (out - x).pow(2).mean()
         if LEAK:
             self.kept.append(out)  # the planted leak: every step's output stays alive
         return loss
 
-    def configure_optimizers(self):
+    def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.Adam(self.parameters(), lr=1e-3)
 
 

@@ -16,7 +16,7 @@ def main() -> None:
         for x, y in loader:
             loss = nn.functional.mse_loss(model(x), y)
             optimizer.zero_grad()
-            loss.backward()
+            loss.backward()  # type: ignore[no-untyped-call]
             optimizer.step()
     print("loss", round(float(loss), 3))
 

@@ -21,7 +21,7 @@ from profiler.profile.storage import ProfileError
 from profiler.terminal_text import terminal_safe
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(
         prog="memsight merge",
         description=(
@@ -79,7 +79,7 @@ def _given_twice(inputs: list[str]) -> tuple[str, str] | None:
 
 
 def cmd_merge(argv: Sequence[str]) -> int:
-    options = _parser().parse_args(list(argv))
+    options = build_parser().parse_args(list(argv))
     out = options.out
     if _is_an_input(out, options.profiles):
         sys.stderr.write(f"memsight: error: {terminal_safe(out)} is one of the inputs\n")
