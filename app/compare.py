@@ -138,7 +138,7 @@ class CompareController(QObject):
         super().__init__(parent)
         self._timeline, self._panel, self._dock, self._findings = timeline, panel, dock, findings
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="compare")
-        self._pending: tuple[Future[Comparison], Profile, Profile, Path] | None = None
+        self._pending: tuple[Future[Comparison], Profile, Path] | None = None
         self._timer = QTimer(self)
         self._timer.setInterval(40)
         self._timer.timeout.connect(self._poll)
@@ -152,7 +152,7 @@ class CompareController(QObject):
         findings = self._findings
         known = findings.diagnosis if findings.profile is shown and findings.final else None
         job = self._executor.submit(compare, other, shown, None, known)
-        self._pending = (job, shown, other, path)
+        self._pending = (job, other, path)
         self._panel.set_waiting(path.name)
         self._dock.show()
         self._dock.raise_()
@@ -174,7 +174,7 @@ class CompareController(QObject):
     def _poll(self) -> None:
         if self._pending is None or not self._pending[0].done():
             return
-        job, _shown, other, path = self._pending
+        job, other, path = self._pending
         self._pending = None
         self._timer.stop()
         try:

@@ -38,7 +38,6 @@ from profiler.profile.series import (
     process_tree_bytes,
 )
 from profiler.profile.summary import (
-    process_name,
     process_row,
     sampling_behind_text,
     sampling_pace,
@@ -186,11 +185,7 @@ def _processes(profile: Profile) -> list[dict[str, Any]]:
     if not profile.subprocesses:
         return []
     return [
-        {
-            **process_row(p),
-            "label": process_name(p.process),
-            "pid": p.process.pid if p.process.pid is not None else "",
-        }
+        {**process_row(p), "pid": p.process.pid if p.process.pid is not None else ""}
         for p in summarize_processes(profile)
     ]
 
