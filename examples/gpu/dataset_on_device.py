@@ -1,7 +1,9 @@
 """Moves the whole dataset to the GPU before training and keeps it there.
 
-memsight finding: dataset-on-device: 4 GiB allocated before the first forward, besides the
-parameters, held for the whole run. Fix: keep it on the CPU (pinned) and move each batch.
+memsight finding: dataset-on-device: a tenth of the device (at least 4 GiB) allocated before the
+first forward, besides the parameters, held for the whole run. Fix: keep it on the CPU (pinned)
+and move each batch. (The rule asks for 5 % of the device: on a 140 GiB card a 4 GiB dataset
+is not worth a warning, so the dataset is sized from the card.)
 """
 # memsight-expect: dataset-on-device
 
@@ -9,8 +11,10 @@ import torch
 from torch import nn
 
 torch.manual_seed(0)
-features = torch.randn(1_048_576, 1024, device="cuda")  # the bug: 4 GiB of data on the device
-labels = torch.randint(0, 10, (1_048_576,), device="cuda")
+_, total = torch.cuda.mem_get_info()
+rows = max(1 << 20, total // 10 // (1024 * 4))  # 4 KiB a row of 1024 float32
+features = torch.randn(rows, 1024, device="cuda")  # the bug: the whole dataset on the device
+labels = torch.randint(0, 10, (rows,), device="cuda")
 model = nn.Sequential(nn.Linear(1024, 256), nn.ReLU(), nn.Linear(256, 10)).cuda()
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 loss_fn = nn.CrossEntropyLoss()

@@ -1,7 +1,8 @@
-"""Trains while another process holds 12 GiB of the same GPU.
+"""Trains while another process holds 12 GiB (or a fifth of a larger card) of the same GPU.
 
 memsight finding: non-pytorch-gpu-memory: the device's used memory is far above what this
-process's PyTorch reserved. The other process is started detached (as a separate job would
+process's PyTorch reserved (the rule asks for a tenth of the device, so the other process's
+share is sized from the card). The other process is started detached (as a separate job would
 be), holds its memory for a while and exits on its own.
 """
 # memsight-expect: non-pytorch-gpu-memory
@@ -17,7 +18,7 @@ from torch import nn
 
 HOLDER = """
 import sys, time, torch
-block = torch.empty(12 * 2**30, dtype=torch.uint8, device="cuda")
+block = torch.empty(max(12 * 2**30, torch.cuda.mem_get_info()[1] // 5), dtype=torch.uint8, device="cuda")
 torch.cuda.synchronize()
 open(sys.argv[1], "w").close()
 time.sleep(float(sys.argv[2]))
@@ -31,6 +32,7 @@ subprocess.run(
         "-c",
         "import subprocess, sys; subprocess.Popen(sys.argv[1:], start_new_session=True)",
         sys.executable,
+        "-I",  # isolated, like another user's job: none of this run's environment reaches it
         "-c",
         HOLDER,
         ready,

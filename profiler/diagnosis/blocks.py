@@ -35,6 +35,7 @@ class BlockList:
     largest_free: int
     largest: tuple[Mapping[str, Any], ...]  # the largest allocated blocks, largest first
     requested: int | None  # what the failed request asked for, when known
+    allocated_blocks: int | None = None  # all of them; `largest` keeps only the largest few
 
     @property
     def fragmented(self) -> bool:
@@ -78,6 +79,7 @@ def oom_blocks(profile: Profile, exception: Event | None = None) -> BlockList | 
         if isinstance(largest, list)
         else (),
         requested=_int(chosen.get("requested")),
+        allocated_blocks=_int(chosen.get("allocated_blocks")),
     )
 
 
@@ -121,6 +123,10 @@ def block_locations(blocks: BlockList, script: str | None) -> tuple[Location, ..
         entry[2] += 1
     ranked = sorted(found.values(), key=lambda e: e[1], reverse=True)[:MAX_LOCATIONS]
     device = f" on cuda:{blocks.device}" if blocks.device is not None else ""
+    # The agent sends only the largest blocks: say so where there were more, so that "20 live
+    # blocks of 800 MiB" is not read as all that line allocated.
+    shown, every = len(blocks.largest), blocks.allocated_blocks
+    among = f" (of the {shown} largest of {every} live blocks)" if every and every > shown else ""
     out = []
     for frame, total, count in ranked:
         what = "1 live block" if count == 1 else f"{count} live blocks"
@@ -130,7 +136,7 @@ def block_locations(blocks: BlockList, script: str | None) -> tuple[Location, ..
                 line=frame.line or 0,
                 function=frame.function or None,
                 code=frame.source or None,
-                holder=f"allocated {what} of {format_bytes(total)}{device} alive at the OOM",
+                holder=f"allocated {what} of {format_bytes(total)}{device} alive at the OOM{among}",
                 bytes=total,
             )
         )

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from profiler.codefiles import is_library_file, is_pseudo_file
@@ -153,6 +153,21 @@ def exception_locations(data: Mapping[str, Any], script: str | None = None) -> t
         if all((location.file, location.line) != (u.file, u.line) for u in unique):
             unique.append(location)
     return tuple(unique)
+
+
+def add_locations(where: tuple[Location, ...], more: Iterable[Location]) -> tuple[Location, ...]:
+    """`where` with `more` after it, one location per line of code. A line already there
+    without a holder takes the holder of the same line in `more`: when the line that raised an
+    OOM is also the one that allocated the live blocks (`kept.append(torch.empty(...))`), it
+    says both."""
+    out = list(where)
+    for location in more:
+        same = [i for i, w in enumerate(out) if (w.file, w.line) == (location.file, location.line)]
+        if not same:
+            out.append(location)
+        elif out[same[0]].holder is None and location.holder is not None:
+            out[same[0]] = replace(out[same[0]], holder=location.holder, bytes=location.bytes)
+    return tuple(out)
 
 
 def describe(location: Location) -> str:

@@ -27,7 +27,13 @@ end to end. Every function keeps the signature and behaviour of PyTorch's own, a
   of section 3.4.
 
 The allocator itself is simple: 2 MiB-rounded requests, each in a segment of its own unless a
-free block of a segment fits it (split from the front); a freed block becomes "inactive".
+free block of a segment fits it (split from the front); a freed block becomes "inactive". When
+a new segment would not fit, it does what PyTorch's malloc() does before it raises
+(CUDACachingAllocator.cpp: `release_cached_blocks() && alloc_block(params, true, ...)`): it
+returns every segment with no live block to the device, counts one retry
+(`num_alloc_retries`, counted by alloc_block when isRetry) and tries again, so each OOM comes
+with one retry and the free memory left at an OOM is the free parts of segments still in use,
+as on an H200 (docs/gpu-verification.md).
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ class FakeAllocator:
         self.trace: list[dict[str, Any]] = []
         self.observers: list[Any] = []
         self.ooms = 0
+        self.alloc_retries = 0
         self.peak_allocated = 0
         self.peak_reserved = 0
         self.initialized = False
@@ -198,7 +205,10 @@ class FakeAllocator:
                     self._peaks()
                     return int(new["address"])
         if self.reserved() + size > self.total:
-            self.out_of_memory(requested)
+            self.release_cached_segments()
+            self.alloc_retries += 1
+            if self.reserved() + size > self.total:
+                self.out_of_memory(requested)
         address = self.next_address
         self.next_address += size + ROUND
         self.segments.append(
@@ -234,6 +244,14 @@ class FakeAllocator:
                     return
         raise KeyError(address)
 
+    def release_cached_segments(self) -> None:
+        """Give back to the device every segment that holds no live block."""
+        for segment in [s for s in self.segments if not _in_use(s)]:
+            self.segments.remove(segment)
+            self._record(
+                "segment_free", addr=segment["address"], size=segment["total_size"], frames=[]
+            )
+
     def out_of_memory(self, requested: int) -> None:
         import torch
 
@@ -266,9 +284,13 @@ class FakeAllocator:
             "reserved_bytes": stat(reserved, self.peak_reserved),
             "active_bytes": stat(allocated, self.peak_allocated),
             "inactive_split_bytes": stat(reserved - allocated, reserved - allocated),
-            "num_alloc_retries": 0,
+            "num_alloc_retries": self.alloc_retries,
             "num_ooms": self.ooms,
         }
+
+
+def _in_use(segment: dict[str, Any]) -> bool:
+    return any(b["state"] == "active_allocated" for b in segment["blocks"])
 
 
 def _size(n: int) -> str:

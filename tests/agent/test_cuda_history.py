@@ -222,8 +222,9 @@ def test_a_malformed_snapshot_gives_zeros_not_an_error() -> None:
 
 # -- end to end: memsight run -> profile -> report / export -------------------------------------
 
-# A script that fragments the fake device's memory and runs out of it: eight 100 MiB blocks,
-# every other one freed (400 MiB free in four pieces), then a 300 MiB request on a 1 GiB device.
+# A script that fragments the fake device's memory and runs out of it, as on a real device: four
+# 210 MiB segments cached, each then split by a 110 MiB tensor (400 MiB free in four pieces that
+# the allocator cannot give back), then a 300 MiB request on a 1 GiB device.
 SCRIPT = """\
     import json
     import os
@@ -250,13 +251,15 @@ SCRIPT = """\
     nn.Linear(4, 4)(torch.ones(1, 4))  # the OOM observer is attached at the first forward
 
 
-    def make_cache():
-        return [allocator.alloc(100 * MiB) for _ in range(8)]
-
-
-    cache = make_cache()
-    for address in cache[::2]:
+    for address in [allocator.alloc(210 * MiB) for _ in range(4)]:
         allocator.free(address)
+
+
+    def split_the_cache():
+        return [allocator.alloc(110 * MiB) for _ in range(4)]
+
+
+    kept = split_the_cache()
     try:
         allocator.alloc(300 * MiB)
     finally:
@@ -304,8 +307,8 @@ def test_history_snapshots_and_block_list_reach_the_profile_and_memory_viz(
     (allocated_here,) = [w for w in finding.where if w.holder]
     assert (Path(first.file).name, first.code) == ("fragment.py", "allocator.alloc(300 * MiB)")
     assert Path(allocated_here.file).name == "fragment.py"
-    assert allocated_here.code == "return [allocator.alloc(100 * MiB) for _ in range(8)]"
-    assert allocated_here.bytes == 400 * MiB and "4 live blocks" in (allocated_here.holder or "")
+    assert allocated_here.code == "return [allocator.alloc(110 * MiB) for _ in range(4)]"
+    assert allocated_here.bytes == 440 * MiB and "4 live blocks" in (allocated_here.holder or "")
 
     # Two snapshots stored (at the OOM and at exit); the default export is the OOM one, the
     # very bytes _dump_snapshot would have written of the dict the allocator returned.

@@ -2,7 +2,9 @@
 
 Tensor code with no iterations to count: the rule fits the RAM timeline itself, or malloc's
 live allocations where RSS climbs in steps. The leak is paced by the clock (40 spectra a
-second for 7 s) so that a loaded machine does not bend the line.
+second for 7 s) so that a loaded machine does not bend the line. On one too loaded to keep that
+pace the loop catches up and overruns its 7 s, so the script prints how many it made and in how
+long, and the rate is checked against that.
 Synthetic look-alikes are in test_loop_shapes.py.
 """
 
@@ -37,8 +39,9 @@ while (elapsed := time.monotonic() - start) < 7.0:
         spectrum = torch.fft.rfft(block, dim=1).abs()
         kept.append(spectrum if keep_tensors else float(spectrum.mean()))
     time.sleep(0.005)
-print(len(kept))
+print(f"made {len(kept)} in {time.monotonic() - start:.3f} s")
 """
+SPECTRUM_BYTES = 256 * 513 * 4  # float32 magnitudes of a 256 x 1024 block's rfft
 
 
 @pytest.mark.parametrize("mode", ["leak", "leak-slow-exit", "clean"])
@@ -56,13 +59,16 @@ def test_tensor_code_without_a_module_is_judged_over_time(mode: str, tmp_path: P
     [finding] = growth
     numbers = finding.evidence.numbers
     assert numbers["iterations_are"] is None and finding.evidence.iterations is None
-    # 40 kept spectra a second of 256 x 513 float32 (513 KiB): 20 MiB/s. RSS climbs faster
-    # (the holes of freed temporaries between them) but unevenly: malloc later carves kept
-    # tensors out of those holes and RSS stands still a while, so the rule may judge on the
-    # live allocations instead (judged_on), whose rate is the kept tensors' own.
+    # 40 kept spectra a second of 256 x 513 float32 (513 KiB): 20 MiB/s, or what the script
+    # managed on a machine too busy for that pace. RSS climbs faster (the holes of freed
+    # temporaries between them) but unevenly: malloc later carves kept tensors out of those
+    # holes and RSS stands still a while, so the rule may judge on the live allocations instead
+    # (judged_on), whose rate is the kept tensors' own.
+    made, seconds = result.stdout.split("made ")[1].split()[0:3:2]
+    kept_rate = int(made) * SPECTRUM_BYTES / float(seconds)
     rate, r2 = numbers["bytes_per_second"], numbers["r2"]
     assert isinstance(rate, (int, float)) and isinstance(r2, (int, float))
-    assert rate > 15 * 2**20 and r2 > 0.9
+    assert rate > 0.75 * kept_rate and r2 > 0.9, (made, rate, r2)
     assert "over time" in finding.title
     # No iteration to take censuses at: they are taken on the clock, and name the list and
     # the line that appends to it.

@@ -85,6 +85,22 @@ def test_the_oom_finding_names_fragmentation_and_the_lines_holding_the_largest_b
     assert where[0]["line"] == 22
 
 
+def test_the_line_that_raised_also_says_what_it_allocated() -> None:
+    """`kept.append(torch.empty(...))` in a loop: the line that ran out of memory is the one
+    that allocated the live blocks (seen on an H200); its one `where` line says both."""
+    oom = oom_event("gpu", requested=512 * MiB, total=8 * GiB, device=0)
+    oom.data["traceback"] = _frames(22, "cache.append(model(x))")[:2]
+    _, findings = _run(_blocks(), oom)
+    (finding,) = [f for f in findings if f.rule == "out-of-memory"]
+    first, second = finding.where
+    assert (first.line, first.bytes) == (22, 1100 * MiB)
+    assert "2 live blocks" in (first.holder or "")
+    # 30 blocks were live; the agent sent the 4 largest.
+    assert "(of the 4 largest of 30 live blocks)" in (first.holder or "")
+    assert (second.line, second.bytes) == (30, 300 * MiB)
+    assert "at train.py:22 in train(): cache.append(model(x))" in finding.evidence.text
+
+
 def test_a_full_device_is_not_called_fragmented() -> None:
     oom = oom_event("gpu", requested=2 * GiB, device=0)
     _, findings = _run(_blocks(requested=2 * GiB, free=100 * MiB, largest_free=100 * MiB), oom)

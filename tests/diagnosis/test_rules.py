@@ -409,6 +409,7 @@ def gpu_training(
     lowest_after: float | None = None,
     retries: int = 0,
     reserved_extra: float = 512 * MiB,
+    ooms: int = 0,
 ) -> Profile:
     t = np.arange(0, 10, 0.05)
     training = t >= 2.0
@@ -426,6 +427,7 @@ def gpu_training(
         reserved=allocated + reserved_extra,
         reserved_peak=allocated + reserved_extra,
         alloc_retries=np.where(t > 6, retries, 0),
+        ooms=np.where(t > 6, ooms, 0),
     )
     flags = TRAIN | (protocol.FLAG_AUTOCAST_CUDA if autocast else 0)
     n = 60
@@ -481,6 +483,18 @@ def test_dataset_on_device_silent_when_only_parameters_were_there_or_it_was_free
     )
     freed = gpu_training(before=10 * GiB, peak=20 * GiB, lowest_after=2 * GiB)
     assert RULES["dataset-on-device"].check(freed, DEFAULT_CONFIG) == []
+
+
+def test_the_retry_of_an_out_of_memory_error_is_not_fragmentation() -> None:
+    """PyTorch frees its cache and retries once before every OOM it raises (seen on an H200):
+    that retry is the error's own, not a sign of fragmentation."""
+    oom_only = gpu_training(before=GiB, peak=20 * GiB, retries=1, ooms=1)
+    assert RULES["fragmentation"].check(oom_only, DEFAULT_CONFIG) == []
+    [finding] = RULES["fragmentation"].check(
+        gpu_training(before=GiB, peak=20 * GiB, retries=3, ooms=1), DEFAULT_CONFIG
+    )
+    assert finding.evidence.numbers["alloc_retries"] == 2
+    assert "retried 2 times" in finding.evidence.text
 
 
 def test_fragmentation_from_retries_and_from_the_gap_at_the_peak() -> None:

@@ -18,8 +18,12 @@ pytestmark = pytest.mark.slow
 
 MiB = 1 << 20
 
-# Fragments the device: many 64 MiB blocks, every other one freed, then a request larger than
-# any free block but smaller than them all, sized from the device's free memory.
+# Fragments the device as PyTorch's allocator really fragments: 64 MiB segments fill it and are
+# freed into the cache, then a 40 MiB tensor splits each of them. The 24 MiB left in each
+# segment is too small for the next 40 MiB request and cannot be given back (its segment is in
+# use), so that request fails with most of the free memory inside the allocator's segments.
+# (Freed whole segments would not do: before it raises, the allocator returns them to the
+# device and retries, and the retry succeeds.)
 FRAGMENT = """
     import time
     import torch
@@ -28,23 +32,23 @@ FRAGMENT = """
     torch.ones(1, device="cuda")
     time.sleep(0.3)  # the agent sees CUDA and turns history on
     nn.Linear(4, 4).cuda()(torch.ones(1, 4, device="cuda"))  # attaches the OOM observer
-    free, total = torch.cuda.mem_get_info()
-    block = 64 << 20
+    MiB = 1 << 20
 
 
     def fill():
         kept = []
         try:
             while True:
-                kept.append(torch.empty(block, dtype=torch.uint8, device="cuda"))
+                kept.append(torch.empty(64 * MiB, dtype=torch.uint8, device="cuda"))
         except torch.OutOfMemoryError:
             pass
         return kept
 
 
-    kept = fill()
-    del kept[::2]
-    torch.empty(3 * block, dtype=torch.uint8, device="cuda")
+    del fill()[:]
+    split = []
+    while True:
+        split.append(torch.empty(40 * MiB, dtype=torch.uint8, device="cuda"))
 """
 
 
@@ -59,6 +63,7 @@ def test_history_block_list_and_memory_viz_export_on_a_real_oom(tmp_path: Path) 
     assert blocks and blocks[-1].get("free", 0) >= 3 * 64 * MiB
     (finding,) = [f for f in diagnose(profile).findings if f.rule == "out-of-memory"]
     assert "free inside them" in finding.evidence.text
+    assert finding.evidence.numbers["fragmented"] is True
     assert any(w.holder and Path(w.file).name == "fragment.py" for w in finding.where)
 
     out = tmp_path / "viz.pickle"

@@ -3,8 +3,12 @@
 The caching allocator keeps freed blocks reserved for reuse; when the blocks it holds are the
 wrong sizes for new requests it must reserve more (reserved minus allocated grows) or, when the
 device is full, free its cache and retry (num_alloc_retries). Measured at the allocated peak,
-at an OOM (its message reports the reserved-but-unallocated amount) and through the retry
-counter. At an OOM, the allocator's block list (profiler/diagnosis/blocks.py), when the agent
+at an OOM (its message reports the reserved-but-unallocated amount) and through the retries
+that succeeded. Every out-of-memory error counts one retry too (PyTorch frees its cache and
+tries once more before it raises: CUDACachingAllocator.cpp, malloc(), `release_cached_blocks()
+&& alloc_block(params, true, ...)`; seen on an H200, docs/gpu-verification.md), so the retries
+that count are num_alloc_retries minus num_ooms: the others are the OOM itself, not
+fragmentation. At an OOM, the allocator's block list (profiler/diagnosis/blocks.py), when the agent
 took one, adds how many free blocks that memory is in and the largest of them.
 """
 
@@ -37,7 +41,8 @@ def check(profile: Profile, config: DiagnosisConfig) -> list[Finding]:
         rows = gpu_rows(profile, device)
         if rows is None:
             continue
-        retries = int(rows["alloc_retries"].max())
+        flushed = rows["alloc_retries"].astype(np.int64) - rows["ooms"].astype(np.int64)
+        retries = max(int(flushed.max()), 0)
         i = int(np.argmax(rows["allocated"]))
         allocated, reserved = int(rows["allocated"][i]), int(rows["reserved"][i])
         gap, at, when = reserved - allocated, "at the allocated peak", float(rows.t[i])
@@ -67,7 +72,7 @@ def check(profile: Profile, config: DiagnosisConfig) -> list[Finding]:
                     "largest_free_block_bytes": blocks.largest_free,
                 }
         if retries:
-            first_retry = float(rows.t[np.argmax(rows["alloc_retries"] > 0)])
+            first_retry = float(rows.t[np.argmax(flushed > 0)])
             parts.append(f"the allocator freed its cache and retried {retries} times")
             when = min(when, first_retry)
         out.append(

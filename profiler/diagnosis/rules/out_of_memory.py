@@ -35,7 +35,12 @@ from profiler.diagnosis.signals import (
     ram_capacity,
     step_at,
 )
-from profiler.diagnosis.where import describe, exception_locations, script_path
+from profiler.diagnosis.where import (
+    add_locations,
+    describe,
+    exception_locations,
+    script_path,
+)
 from profiler.profile.model import Event, Profile
 from profiler.profile.series import process_tree
 from profiler.units import format_bytes
@@ -144,12 +149,7 @@ def _from_exception(
         if requested is not None and blocks.largest_free < requested <= blocks.free:
             facts["fragmented"] = True
             fixes = _first(("allocator-config",), fixes)
-        seen = {(w.file, w.line) for w in where}
-        where += tuple(
-            w
-            for w in block_locations(blocks, script_path(profile.info))
-            if (w.file, w.line) not in seen
-        )
+        where = add_locations(where, block_locations(blocks, script_path(profile.info)))
     at_error = _census_at(profile, data)
     if at_error is not None:
         held = largest_holders(at_error, config.oom_holder_min_bytes)
@@ -158,10 +158,7 @@ def _from_exception(
                 f"{describe_holder(h)} held {format_bytes(_held(h))}" for h in held[:2]
             )
             facts["holders"] = [{"holder": describe_holder(h), "bytes": _held(h)} for h in held]
-            seen = {(w.file, w.line) for w in where}
-            where += tuple(
-                w for w in holding_locations(held, "at the error") if (w.file, w.line) not in seen
-            )
+            where = add_locations(where, holding_locations(held, "at the error"))
     steps = profile.steps
     start = t
     iterations = None
