@@ -11,17 +11,12 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
-import queue
 import secrets
-import signal
 import socket
-import stat
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -34,25 +29,23 @@ from profiler.profile.processes import PROC_COLUMN, shared_table_name
 from profiler.profile.storage import ProfileError, compact_profile
 from profiler.profile.writer import ProfileWriter
 from profiler.protocol import CHILD_TABLE, NVML_TABLE, RAM_TABLE, TableSchema
-from profiler.recorder import lifetime, proctree
 from profiler.recorder import nvml as nvml_mod
+from profiler.recorder import proctree
 from profiler.recorder.blocks import TableBuffer
-from profiler.recorder.output import FileTail, OutputPump, StreamChannel, regular_file_tails
+from profiler.recorder.output import OutputPump
 from profiler.recorder.sampler import HostSampler, TreeWatcher
 from profiler.recorder.server import AgentServer
 from profiler.recorder.snapshots import SnapshotStore
-from profiler.recorder.terminal import Terminal, terminal_fds
+from profiler.recorder.target import STOP_GRACE_S, Target
+from profiler.recorder.terminal import Terminal
 from profiler.terminal_text import terminal_safe
 
 FLUSH_S = 0.2
-# How long the target's leftover processes get to exit on SIGTERM after it ended.
-ORPHAN_GRACE_S = 1.0
 # How often orphans adopted during the run are reaped (else they stay zombies until the end).
 REAP_S = 1.0
 LIVE_FLUSH_S = 0.05
 AGENT_LINGER_S = 1.0  # after the target exits, how long to wait for the agent's last frames
 OUTPUT_LINGER_S = 0.5  # ... and for output still in flight from grandchildren
-STOP_GRACE_S = 2.0
 
 
 class Recording:
@@ -71,6 +64,7 @@ class Recording:
     memsight's group must reach the target once: through memsight, which passes it on).
     The command line keeps the target in the caller's process group otherwise, unless it
     needs a session for its pseudo-terminal (`shares_process_group` tells which).
+    The process itself, its stdio, signals and end are a Target's (target.py).
     """
 
     def __init__(
@@ -86,18 +80,12 @@ class Recording:
         """`subreaper`: this process adopts the target's orphans and ends them with the run
         (for a process that records one run: `memsight run`, the app's recording process)."""
         self.spec = spec
-        self.want_subreaper = subreaper
-        self.subreaper = False
         self.out_path = Path(out_path)
-        self.stdio = stdio
-        self.new_session = new_session
-        self.new_group = new_group
-        self.terminal: Terminal | None = None
-        self._file_tails: list[FileTail] = []
-        self.on_interrupt_key: Callable[[], None] | None = None  # the user typed Ctrl+C
+        self.target = Target(
+            stdio, new_session, new_group, subreaper, self.event, self._seen_descendants
+        )
         self.live = live
         self.writer: ProfileWriter | None = None
-        self.process: subprocess.Popen[bytes] | None = None
         self.status: ExitStatus | None = None
         self.agent_hello: dict[str, Any] | None = None
         self._tables: dict[int, TableBuffer] = {}
@@ -112,7 +100,6 @@ class Recording:
         self.tree: TreeWatcher | None = None
         self.snapshots: SnapshotStore | None = None  # under --cuda-history
         self._procs = 0  # the last number given to a process of the job other than the target
-        self._input: _InputPipe | None = None  # the target's stdin, in capture mode
         self._shared_schemas: dict[str, TableSchema] = {}  # their tables, by the agent's name
         self._job_pids: set[int] = set()  # every pid whose agent said hello
 
@@ -165,7 +152,7 @@ class Recording:
         pid = hello["pid"]
         # What the agent says of itself; /proc says it better while the process is there.
         told = {key: hello.pop(key) for key in _HELLO_CLAIMS if key in hello}
-        target = self.process.pid if self.process is not None else pid
+        target = self.target.pid or pid
         if pid == target:
             proc = 0
             self.agent_hello = hello
@@ -264,31 +251,13 @@ class Recording:
             os.environ,
             snapshot_dir=self.snapshots.folder if self.snapshots is not None else None,
         )
-        streams = self._open_streams()
-        if self.want_subreaper:
-            self.subreaper = lifetime.become_subreaper()
+        streams = self.target.open_streams()
+        self.target.become_subreaper()
         t0 = time.monotonic_ns()
         start_time = datetime.now(timezone.utc).astimezone().isoformat(timespec="milliseconds")
         try:
-            self.process = subprocess.Popen(
-                plan.argv,
-                cwd=plan.cwd,
-                env=plan.env,
-                stdin=streams.stdin,
-                stdout=streams.child_fds[0],
-                stderr=streams.child_fds[1],
-                start_new_session=self.own_session,
-                # The target dies with the recorder (docs/architecture.md#reliability).
-                preexec_fn=lifetime.child_preexec(self._child_setup()),
-                close_fds=True,
-            )
+            pid = self.target.launch(plan, streams)
         except OSError:
-            streams.close_all()
-            if self._input is not None:
-                self._input.child_started()
-                self._input.close()
-            if self.terminal is not None:
-                self.terminal.close()
             self.writer.close()
             with contextlib.suppress(OSError):
                 self.out_path.unlink()
@@ -296,13 +265,6 @@ class Recording:
             if self.snapshots is not None:
                 self.snapshots.finish()
             raise
-        streams.child_started()
-        if self._input is not None:
-            self._input.child_started()
-        if self.terminal is not None:
-            self.terminal.on_interrupt_key = self._interrupt_key
-            self.terminal.child_started(self.process.pid)
-        pid = self.process.pid
         total, _ = proctree.SystemMemoryReader().read()
         self.emit(
             protocol.encode_json_frame(
@@ -358,87 +320,41 @@ class Recording:
         flusher.start()
         self._threads.append(flusher)
 
+    # -- the target, as a process (target.py) -----------------------------------------------
+
     @property
-    def own_session(self) -> bool:
-        """Whether the target leads a session of its own (not in memsight's process group)."""
-        return self.new_session or self.terminal is not None
+    def terminal(self) -> Terminal | None:
+        return self.target.terminal
+
+    @property
+    def on_interrupt_key(self) -> Callable[[], None] | None:
+        return self.target.on_interrupt_key
+
+    @on_interrupt_key.setter
+    def on_interrupt_key(self, callback: Callable[[], None] | None) -> None:
+        self.target.on_interrupt_key = callback  # the user typed Ctrl+C
 
     @property
     def shares_process_group(self) -> bool:
-        """Whether the target is in memsight's process group, so that a signal sent to the
-        group (a terminal's Ctrl+C) reaches it without memsight passing it on."""
-        return not (self.own_session or self.new_group)
-
-    def _child_setup(self) -> Callable[[], None] | None:
-        """What the child runs before exec, after it was tied to this process' life."""
-        if self.terminal is not None:
-            return self.terminal.make_controlling
-        if self.new_group and not self.own_session:
-            return _lead_a_process_group
-        return None
-
-    def _open_streams(self) -> _Streams:
-        if self.stdio == "capture":
-            channels = [StreamChannel(use_pty=False) for _ in (1, 2)]
-            self._input = _InputPipe()
-            return _Streams(
-                stdin=self._input.read_fd,
-                child_fds=[c.child_fd for c in channels],
-                pumped=[(c, s, None) for c, s in zip(channels, _STREAMS, strict=True)],
-                unrecorded=[],
-            )
-        ttys = terminal_fds()
-        if 1 not in ttys and 2 not in ttys:
-            # Files and pipes (a terminal on stdin alone too) are the target's, as they are;
-            # what it appends to a regular file is read back at the end.
-            self._file_tails = regular_file_tails({1: protocol.STDOUT, 2: protocol.STDERR})
-            return _Streams(
-                stdin=None, child_fds=[None, None], pumped=[], unrecorded=self._unrecorded()
-            )
-        self.terminal = terminal = Terminal(ttys)
-        stream = protocol.STDOUT if 1 in ttys else protocol.STDERR
-        channel = StreamChannel.reading(terminal.master_fd, crlf=terminal.relays_input)
-        return _Streams(
-            stdin=terminal.child_fd(0),
-            child_fds=[terminal.child_fd(1), terminal.child_fd(2)],
-            pumped=[(channel, stream, terminal.real_fd)],
-            unrecorded=[name for fd, name in ((1, "stdout"), (2, "stderr")) if fd not in ttys],
-        )
-
-    def _unrecorded(self) -> list[str]:
-        """The streams that are pipes (or gone): written by the target, never seen by us."""
-        names = []
-        for fd, name in ((1, "stdout"), (2, "stderr")):
-            try:
-                regular = stat.S_ISREG(os.fstat(fd).st_mode)
-            except OSError:
-                regular = False
-            if not regular:
-                names.append(name)
-        return names
-
-    def _interrupt_key(self) -> None:
-        if self.on_interrupt_key is not None:
-            self.on_interrupt_key()
+        return self.target.shares_process_group
 
     def sync_terminal_size(self) -> None:
-        """The real terminal was resized (SIGWINCH): the target's follows."""
-        if self.terminal is not None:
-            self.terminal.sync_size()
+        self.target.sync_terminal_size()
 
     def restore_terminal(self) -> None:
-        """Put the user's terminal back in its own mode (idempotent; also done at the end)."""
-        if self.terminal is not None:
-            self.terminal.restore()
+        self.target.restore_terminal()
+
+    def _seen_descendants(self) -> dict[int, proctree.ProcessIdentity]:
+        return dict(self.tree.ever_seen) if self.tree is not None else {}
 
     def _flush_loop(self) -> None:
         period = LIVE_FLUSH_S if self.live is not None else FLUSH_S
         next_reap = 0.0
         while not self._stop_flush.wait(period):
             # A /proc scan (about 1 ms per 100 processes): once a second, not every flush.
-            if self.subreaper and self.process is not None and time.monotonic() >= next_reap:
+            if time.monotonic() >= next_reap:
                 next_reap = time.monotonic() + REAP_S
-                self._orphans_reaped(lifetime.reap_orphans({self.process.pid}))
+                self.target.reap_orphans()
             try:
                 self.flush()
             except Exception as exc:  # keep flushing: losing one block beats losing the rest
@@ -455,111 +371,40 @@ class Recording:
 
     def tree_pids(self) -> set[int]:
         pids = set(self.tree.known) if self.tree is not None else set()
-        if self.process is not None:
-            pids.add(self.process.pid)
+        if self.target.pid is not None:
+            pids.add(self.target.pid)
         return pids
 
     @property
     def pid(self) -> int | None:
-        return self.process.pid if self.process is not None else None
+        return self.target.pid
 
     def poll(self) -> bool:
         """True while the target is running."""
-        return self.process is not None and self.process.poll() is None
+        return self.target.poll()
 
     def wait(self) -> ExitStatus:
         """Wait for the target to exit, then finish the file."""
-        assert self.process is not None
-        code = self.process.wait()
-        self.finish(code)
+        self.finish(self.target.wait())
         assert self.status is not None
         return self.status
 
     def send_input(self, data: bytes) -> None:
-        """Write `data` to the target's stdin (capture mode), in order, without blocking."""
-        if self._input is not None:
-            self._input.send(data)
+        self.target.send_input(data)
 
     def close_input(self) -> None:
-        """End the target's stdin: its reads see end of file once it has read what was sent."""
-        if self._input is not None:
-            self._input.close()
+        self.target.close_input()
 
     def send_signal(self, signum: int) -> None:
-        if self.process is not None and self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.process.send_signal(signum)
+        self.target.send_signal(signum)
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
         """End the target's whole process tree: SIGTERM, then SIGKILL after `grace_s`."""
-        if self.process is None:
-            return
-        # Workers outlive the main process as orphans, no longer its descendants: list them now.
-        known = self._tree_snapshot()
-        self.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline and self.process.poll() is None:
-            time.sleep(0.02)
-        self.kill_tree(known)
-
-    def _tree_snapshot(self) -> dict[int, int]:
-        """pid -> start time of every descendant seen during the run or alive now."""
-        assert self.process is not None
-        seen = dict(self.tree.ever_seen) if self.tree is not None else {}
-        seen.update(proctree.descendants(self.process.pid))
-        return {pid: ident.start for pid, ident in seen.items()}
+        self.target.stop(grace_s)
 
     def kill_tree(self, known: dict[int, int] | None = None) -> None:
         """SIGKILL the target and every descendant it has, including orphaned workers."""
-        if self.process is None:
-            return
-        running = self.process.poll() is None
-        if running:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.process.pid, signal.SIGSTOP)  # no new children from here on
-        # Listed while the main process still stands: once it dies, its children are orphans.
-        victims = {**(known or {}), **self._tree_snapshot()}
-        if running:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.process.pid, signal.SIGKILL)
-        for pid, start in victims.items():
-            if _same_process(pid, start):  # else that pid now belongs to someone else
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
-        if not self.shares_process_group:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.process.pid, signal.SIGKILL)
-
-    def _end_orphans(self) -> None:
-        """The target exited: end what is left of its tree, its orphans now our children.
-
-        SIGTERM first, so daemons can clean up, then SIGKILL after ORPHAN_GRACE_S."""
-        if not self.subreaper:
-            return
-        me = os.getpid()
-        for signum, grace_s in ((signal.SIGTERM, ORPHAN_GRACE_S), (signal.SIGKILL, 2.0)):
-            left = proctree.descendants(me)
-            if not left:
-                return
-            for pid in left:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signum)
-            deadline = time.monotonic() + grace_s
-            while time.monotonic() < deadline:
-                self._orphans_reaped(lifetime.reap_orphans(set()))
-                if not proctree.descendants(me):
-                    break
-                time.sleep(0.02)
-        self._orphans_reaped(lifetime.reap_orphans(set()))
-
-    def _orphans_reaped(self, statuses: dict[int, int]) -> None:
-        """How the orphans this process collected ended (their parent is gone: no one else
-        can tell)."""
-        for pid, status in statuses.items():
-            if os.WIFSIGNALED(status):
-                self.event("child_exited", pid=pid, exit_code=None, signal=os.WTERMSIG(status))
-            elif os.WIFEXITED(status):
-                self.event("child_exited", pid=pid, exit_code=os.WEXITSTATUS(status), signal=None)
+        self.target.kill_tree(known)
 
     def finish(self, returncode: int) -> None:
         if self._finished.is_set():
@@ -578,10 +423,8 @@ class Recording:
             pump.finish(OUTPUT_LINGER_S)
         for pump in self._pumps:
             pump.join()
-        if self.terminal is not None:
-            self.terminal.close()
-        for tail in self._file_tails:
-            tail.collect(self.emit)
+        self.target.close_terminal()
+        self.target.collect_file_output(self.emit)
         self.sampler.join(timeout=2.0)
         self.tree.join(timeout=2.0)
         if self._nvml is not None:
@@ -594,7 +437,7 @@ class Recording:
         for thread in self._threads:
             thread.join(timeout=2.0)
         self.event("exit", t=exited, exit_code=self.status.exit_code, signal=self.status.signal)
-        self._end_orphans()
+        self.target.end_orphans()
         for ident in self.tree.final_check():
             self.event(
                 "warning", message=f"child process {ident.pid} ({ident.name}) outlived the target"
@@ -618,12 +461,6 @@ def _warn_on_stderr(line: str) -> None:
         sys.stderr.flush()
 
 
-def _same_process(pid: int, start: int) -> bool:
-    ident = proctree.identity(pid)
-    return ident is not None and ident.start == start
-
-
-_STREAMS = (protocol.STDOUT, protocol.STDERR)
 _RANK_FIELDS = ("rank", "local_rank", "world_size", "group_rank")
 # What a hello says of its own process (server._hello_fields): recorded in `process`, not in
 # `agent_connected`.
@@ -635,60 +472,3 @@ PROCS_RAM_TABLE = TableSchema(
     shared_table_name(RAM_TABLE.name),
     [RAM_TABLE.columns[0], (PROC_COLUMN, "I"), *RAM_TABLE.columns[1:]],
 )
-
-
-@dataclass
-class _Streams:
-    """How the target's fds 0/1/2 are set up: None inherits memsight's own."""
-
-    stdin: int | None
-    child_fds: list[int | None]  # stdout, stderr
-    pumped: list[tuple[StreamChannel, int, int | None]]  # channel, stream, where to copy it
-    unrecorded: list[str]  # "stdout"/"stderr" the target writes directly
-
-    def child_started(self) -> None:
-        for channel, _, _ in self.pumped:
-            channel.child_started()
-
-    def close_all(self) -> None:
-        for channel, _, _ in self.pumped:
-            channel.child_started()
-            with contextlib.suppress(OSError):
-                os.close(channel.read_fd)
-
-
-def _lead_a_process_group() -> None:
-    os.setpgid(0, 0)
-
-
-class _InputPipe:
-    """The target's stdin in capture mode: a pipe written by a thread of its own, so that a
-    script that does not read never blocks the recorder (nor Stop)."""
-
-    def __init__(self) -> None:
-        self.read_fd, self._write_fd = os.pipe()
-        self._queue: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._write, name="memsight-stdin", daemon=True)
-        self._thread.start()
-
-    def child_started(self) -> None:
-        with contextlib.suppress(OSError):
-            os.close(self.read_fd)  # the target has it; ours would keep end of file away
-
-    def send(self, data: bytes) -> None:
-        self._queue.put(data)
-
-    def close(self) -> None:
-        self._queue.put(None)
-
-    def _write(self) -> None:
-        try:
-            while (data := self._queue.get()) is not None:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(self._write_fd, view) :]
-        except OSError:
-            pass  # the target is gone (or closed its stdin): nothing more to send
-        finally:
-            with contextlib.suppress(OSError):
-                os.close(self._write_fd)
