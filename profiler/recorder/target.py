@@ -101,9 +101,7 @@ class Target:
             # Files and pipes (a terminal on stdin alone too) are the target's, as they are;
             # what it appends to a regular file is read back at the end.
             self._file_tails = regular_file_tails({1: protocol.STDOUT, 2: protocol.STDERR})
-            return Streams(
-                stdin=None, child_fds=[None, None], pumped=[], unrecorded=_unrecorded()
-            )
+            return Streams(stdin=None, child_fds=[None, None], pumped=[], unrecorded=_unrecorded())
         self.terminal = terminal = Terminal(ttys)
         stream = protocol.STDOUT if 1 in ttys else protocol.STDERR
         channel = StreamChannel.reading(terminal.master_fd, crlf=terminal.relays_input)
@@ -354,4 +352,3 @@ class _InputPipe:
         finally:
             with contextlib.suppress(OSError):
                 os.close(self._write_fd)
-
