@@ -19,8 +19,8 @@ No recorder, no agent: the census alone. On a 2-core VM shared with other work e
 `--big-heap`: the 5 M-object case. Targets: a census of a heap of millions of objects pauses
 the loop for at most 200 ms at a time (census_schedule.MAX_PAUSE_S; the verdict allows
 250 ms for the OS's jitter on a shared VM), adds at most 16 MiB + 1 % of the process' RSS
-(census.MEMORY_FLOOR, MEMORY_SHARE), completes, and slows a training loop under `memsight
-run` by at most 1 % against `--census never` (census_schedule.SLICES_SHARE). Two parts:
+(census_limits.MEMORY_FLOOR, MEMORY_SHARE), completes, and slows a training loop under
+`memsight run` by at most 1 % against `--census never` (census_schedule.SLICES_SHARE). Two parts:
 
 1. In this process, as the default case: a tokenised dataset kept in memory in a global list,
    `--objects` / 2 records `(doc_id, token_ids)` (a tuple and a list of 6 small ints each:
@@ -69,7 +69,8 @@ from _common import (
 )
 
 from profiler.agent import census_schedule
-from profiler.agent.census import MEMORY_FLOOR, MEMORY_SHARE, CensusProgress, take_census
+from profiler.agent.census import CensusProgress, take_census
+from profiler.agent.census_limits import MEMORY_FLOOR, MEMORY_SHARE
 
 NAME = "census_cost"
 TARGET_MS = 200.0

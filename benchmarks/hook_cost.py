@@ -14,7 +14,7 @@ agent thread.
   wall time and in the thread's CPU time, is the instrumentation's cost per step ("paired
   cost": the median difference between each block and the other mode's next to it), as a
   profiled run pays it: past the first steps, steps closer together than
-  instrument.DETAIL_EVERY_NS are recorded in detail one per DETAIL_EVERY_NS, the others light.
+  steps.DETAIL_EVERY_NS are recorded in detail one per DETAIL_EVERY_NS, the others light.
   The same blocks then run with every step in detail (the cost of a detailed step) and
   with every step light (past each block's untimed first step). "min cost" is the fastest
   instrumented block less the fastest plain one: other work on the machine only adds time,
@@ -44,7 +44,8 @@ from typing import Any
 
 from _common import WORKLOADS, print_table, write_result
 
-from profiler.agent import instrument
+from profiler.agent import instrument, spans
+from profiler.agent import steps as step_hooks
 from profiler.agent.outbox import Outbox
 
 NAME = "hook_cost"
@@ -76,7 +77,8 @@ HELPERS = (
     "_cleared_how",
     "_remember_grads",
 )
-MODULE_HELPERS = ("measure_breakdown", "_first_grad_tensor")
+# Functions, wrapped in the module whose hooks call them (where they are looked up).
+MODULE_HELPERS = ((step_hooks, "measure_breakdown"), (spans, "first_grad_tensor"))
 AGENT_CALLS = ("row", "name_id", "event")
 
 
@@ -215,13 +217,13 @@ def run_with_detail_every(
     opts: argparse.Namespace,
     calls: int,
 ) -> dict[str, list[tuple[float, float]]]:
-    """run_blocks with instrument.DETAIL_EVERY_NS set to every_ns for the duration."""
-    sampled = instrument.DETAIL_EVERY_NS
-    instrument.DETAIL_EVERY_NS = every_ns
+    """run_blocks with steps.DETAIL_EVERY_NS set to every_ns for the duration."""
+    sampled = step_hooks.DETAIL_EVERY_NS
+    step_hooks.DETAIL_EVERY_NS = every_ns
     try:
         return run_blocks(step, inst, opts, calls, None)
     finally:
-        instrument.DETAIL_EVERY_NS = sampled
+        step_hooks.DETAIL_EVERY_NS = sampled
 
 
 def summarize(blocks: dict[str, list[tuple[float, float]]]) -> dict[str, float]:
@@ -305,7 +307,7 @@ def main() -> int:
     # Every step in detail (forward and backward spans, CUDA counters), as the first
     # DETAIL_WARMUP_STEPS and any step DETAIL_EVERY_NS or more after the last detailed one;
     # then every step light (but each block's untimed first step, which follows a pause).
-    sampled_every_ns = instrument.DETAIL_EVERY_NS
+    sampled_every_ns = step_hooks.DETAIL_EVERY_NS
     first_id = inst._forward_ids
     detailed_blocks = run_with_detail_every(0, step, inst, opts, steps)
     forwards_per_step = (inst._forward_ids - first_id) / (opts.blocks * (steps + 1))
@@ -346,9 +348,11 @@ def main() -> int:
         timers = Timers()
         cls = instrument.Instrumentation
         for attr in HOOKS + HELPERS:
-            timers.wrap(cls, attr, attr)
-        for attr in MODULE_HELPERS:
-            timers.wrap(instrument, attr, attr)
+            # Defined by one of the parts Instrumentation is made of (a mixin): wrapped there.
+            owner = next((klass for klass in cls.__mro__ if attr in klass.__dict__), cls)
+            timers.wrap(owner, attr, attr)
+        for module, attr in MODULE_HELPERS:
+            timers.wrap(module, attr, attr)
         for attr in AGENT_CALLS:
             timers.wrap(StandInAgent, attr, "agent." + attr)
         inst = instrument.Instrumentation(agent, torch)  # binds the wrapped methods

@@ -40,7 +40,7 @@ What a 10 ms recording of a 2.8-hour GPU training run would hold (the defaults):
            calibrated against a real GPU recording.
 * children 4 DataLoader workers, each sampled about once a second.
 * steps    one row per 100 ms optimizer step, as the agent's PyTorch instrumentation
-           (profiler/agent/instrument.py) sends them: start, end, index, optimizer, how the
+           (profiler/agent/steps.py) sends them: start, end, index, optimizer, how the
            gradients were cleared, the memory state at the step's end (RSS from the ram rows,
            the CUDA allocator counters from the gpu rows, peaks as the allocator's own
            high-water marks, never reset) and the parameter / gradient / optimizer-state
@@ -87,7 +87,7 @@ import numpy as np
 from profiler import protocol
 from profiler.agent.client import EVENTS_PER_FRAME
 from profiler.agent.client import FLUSH_S as AGENT_FLUSH_S
-from profiler.agent.instrument import BREAKDOWN_EVERY_NS, BREAKDOWN_WARMUP_STEPS
+from profiler.agent.steps import BREAKDOWN_EVERY_NS, BREAKDOWN_WARMUP_STEPS
 from profiler.launch.spec import RunSpec
 from profiler.profile import codec, header, storage, writer
 from profiler.profile.header import FORMAT_VERSION

@@ -63,10 +63,11 @@ def warm_up() -> None:
     interpreter's folders, `resource`): imports read files, and a read lets go of the GIL,
     which busy threads of the script may then keep for a long while. Done at torch's import."""
     from ..codefiles import installation_dirs
-    from . import census
+    from . import census  # noqa: F401 (loaded, with the modules it imports)
+    from .census_bytes import _rss
 
     installation_dirs()
-    census._rss()
+    _rss()
 
 
 def every_from_mode(mode: str) -> Optional[int]:
@@ -207,7 +208,8 @@ class CensusSchedule:
         clock: bool = False,
         **marks: Any,
     ) -> None:
-        from .census import CensusProgress, raised_by_the_script, scripts_part, take_census
+        from .census import CensusProgress, take_census
+        from .census_own import raised_by_the_script, scripts_part
 
         if progress is None and traceback is None:
             progress = CensusProgress()  # an error's census is taken whole, in one pause

@@ -327,7 +327,7 @@ class Agent(Outbox):
             self.error("cuda_blocks", err)
 
     def cuda_oom(self, device: int, requested: int) -> None:
-        """The allocator's OOM observer fired (instrument.py): its block list, and snapshot."""
+        """The allocator's OOM observer fired (memory.py): its block list, and snapshot."""
         if self._closed or os.getpid() != self.pid:
             return
         try:

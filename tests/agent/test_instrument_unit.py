@@ -16,8 +16,17 @@ import torch
 import torch.nn.modules.module as module_mod
 from torch import nn
 
-from profiler.agent import instrument
-from profiler.agent.instrument import RSS_EVERY_NS, Instrumentation, measure_breakdown
+from profiler.agent import discovery, modes, spans
+from profiler.agent import steps as step_hooks
+from profiler.agent.breakdown import measure_breakdown
+from profiler.agent.instrument import Instrumentation
+from profiler.agent.steps import (
+    DETAIL_EVERY_NS,
+    DETAIL_WARMUP_STEPS,
+    LIGHT_RSS_EVERY_NS,
+    RSS_EVERY_NS,
+    RSS_EVERY_STEP,
+)
 from tests.agent.collecting_agent import CollectingAgent
 
 
@@ -78,8 +87,8 @@ def assert_rss_paced(steps: list[dict[str, Any]], light: frozenset[int] = frozen
     steps); -1 on the steps in between."""
     last = None
     for step in steps:
-        every = instrument.LIGHT_RSS_EVERY_NS if step["index"] in light else RSS_EVERY_NS
-        first = step["index"] <= instrument.RSS_EVERY_STEP
+        every = LIGHT_RSS_EVERY_NS if step["index"] in light else RSS_EVERY_NS
+        first = step["index"] <= RSS_EVERY_STEP
         due = last is None or first or step["end"] >= last + every
         assert (step["rss"] > 0) if due else (step["rss"] == -1), (step, last)
         if due:
@@ -324,11 +333,11 @@ def test_a_failed_install_leaves_nothing_behind() -> None:
     assert state() == before
 
 
-# -- steps in detail, sampled when they come fast (instrument.DETAIL_EVERY_NS) --------------
+# -- steps in detail, sampled when they come fast (DETAIL_EVERY_NS) -----------------------------
 
 
 class SteppedClock:
-    """instrument's clock, moved on by hand: `step_ns` per training step."""
+    """The instrumentation's clock, moved on by hand: `step_ns` per training step."""
 
     def __init__(self) -> None:
         self.now = time.monotonic_ns()
@@ -342,7 +351,8 @@ def clocked(
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[tuple[Instrumentation, CollectingAgent, SteppedClock]]:
     clock = SteppedClock()
-    monkeypatch.setattr(instrument, "_now", clock)
+    for module in (discovery, modes, spans, step_hooks):  # each binds the clock once
+        monkeypatch.setattr(module, "_now", clock)
     agent = CollectingAgent()
     inst = Instrumentation(agent, torch)
     inst.install()
@@ -394,13 +404,13 @@ def test_fast_steps_are_recorded_in_detail_one_per_detail_interval(clocked: Any)
     assert [s["index"] for s in steps] == list(range(1, 351))
     assert all(s["cleared"] == "zero_grad" for s in steps)
     # The first DETAIL_WARMUP_STEPS in detail, then one step per DETAIL_EVERY_NS (100 steps).
-    every = instrument.DETAIL_EVERY_NS // 1_000_000
-    warmup = instrument.DETAIL_WARMUP_STEPS
+    every = DETAIL_EVERY_NS // 1_000_000
+    warmup = DETAIL_WARMUP_STEPS
     expected = list(range(1, warmup + 1)) + list(range(warmup + every, 351, every))
     assert detailed_steps(agent) == expected
     assert [b["forwards"] for b in agent.backwards()] == [[f["id"]] for f in agent.forwards()]
     assert [(e["from_step"], e["every_ns"]) for e in agent.of("step_detail")] == [
-        (warmup + 1, instrument.DETAIL_EVERY_NS)
+        (warmup + 1, DETAIL_EVERY_NS)
     ]
     # Light steps read the RSS LIGHT_RSS_EVERY_NS apart (every 20th step here).
     assert_rss_paced(steps, light=frozenset(range(1, 351)) - set(expected))
@@ -410,7 +420,7 @@ def test_steps_further_apart_than_the_detail_interval_are_all_detailed(clocked: 
     _, agent, clock = clocked
     model = Net()
     opt = torch.optim.SGD(model.parameters(), 0.01)
-    timed_steps(model, opt, clock, 30, step_ns=instrument.DETAIL_EVERY_NS + 1)
+    timed_steps(model, opt, clock, 30, step_ns=DETAIL_EVERY_NS + 1)
     assert detailed_steps(agent) == list(range(1, 31))
     assert agent.of("step_detail") == []
 
@@ -512,10 +522,10 @@ def test_light_steps_read_the_cuda_counters_with_the_rss(
     agent.reader = SimpleNamespace(read=lambda device: {"allocated": 7, "reserved": 9})
     model = Net()
     opt = torch.optim.SGD(model.parameters(), 0.01)
-    first = instrument.RSS_EVERY_STEP
+    first = RSS_EVERY_STEP
     timed_steps(model, opt, clock, first + 60, step_ns=1_000_000)
     steps = agent.steps()
-    warmup = instrument.DETAIL_WARMUP_STEPS
+    warmup = DETAIL_WARMUP_STEPS
     # Detailed steps read the counters every step, light ones only with the RSS.
     assert all(s["allocated"] == 7 and s["device"] == 0 for s in steps[:warmup])
     for s in steps[warmup:]:
@@ -523,6 +533,4 @@ def test_light_steps_read_the_cuda_counters_with_the_rss(
         assert (s["device"], s["allocated"], s["reserved"]) == ((0, 7, 9) if read else (-1,) * 3)
     # Each of the first steps, then one per LIGHT_RSS_EVERY_NS.
     assert all(s["rss"] > 0 for s in steps[:first])
-    assert sum(s["rss"] > 0 for s in steps[first:]) == 60 // (
-        instrument.LIGHT_RSS_EVERY_NS // 1_000_000
-    )
+    assert sum(s["rss"] > 0 for s in steps[first:]) == 60 // (LIGHT_RSS_EVERY_NS // 1_000_000)
