@@ -45,6 +45,22 @@ def test_rank_0_holding_a_gibibyte_more_is_named_with_where_it_pulls_away() -> N
     assert found.fixes[0].startswith("rank-zero-extra-work")
 
 
+def test_where_it_pulls_away_is_read_from_the_steps_when_they_carry_the_memory() -> None:
+    """On a busy machine the sampled RSS lags the steps: rank 0's samples rise only at 4 s,
+    but the RSS its agent read at each step has climbed 40 MiB a step since step 12 (1.1 s)."""
+    climbing = 300 * MiB + 40 * MiB * np.maximum(0, np.arange(1, 51) - 11)
+    late = profile(
+        ram(10.0, lambda t: (300 * MiB + np.maximum(0.0, t - 4.0) * 400 * MiB).astype(np.int64)),
+        steps(climbing, start=0.0, dt=0.1),
+    )
+    (found,) = imbalance(job(late, rank(300 * MiB), rank(300 * MiB)))
+    diverges = found.evidence.numbers["diverges_s"]
+    # The first step a tenth of the largest gap (1,560 MiB at step 50) above the others:
+    # step 15 (160 MiB), which starts at 1.4 s; by the samples it would be 4.4 s.
+    assert diverges == 1.4, found.evidence.text
+    assert "after iteration 14" in found.evidence.text
+
+
 def test_a_small_difference_is_not_an_imbalance_however_large_the_ratio() -> None:
     assert imbalance(job(rank(200 * MiB), rank(50 * MiB))) == []  # 4x, but 150 MiB
 

@@ -11,7 +11,11 @@ devices) where the ranks used CUDA: the largest rank against the median of the o
 it is at least rank_imbalance_factor times it and rank_imbalance_min_bytes above it. Where it
 diverges: the moment from which its level (RSS, or allocated on the device of its peak) stays
 above the others' median level by a tenth of the final gap until the gap is largest, with
-what it was doing then (diagnosis/job.py activity_at). "Stays": the ranks start a little
+what it was doing then (diagnosis/job.py activity_at). Compared step by step where the ranks'
+agents read their memory at their optimizer steps (the ranks of a data-parallel job step
+together, and a step's reading is taken in the rank itself, exactly at its step), else by
+time on the sampled levels: on a busy machine the samples lag the steps, and a rank that
+pulled away at step 11 was named at step 24 by them. "Stays": the ranks start a little
 apart, so one rank is briefly ahead while the others still import torch; that is not where
 it pulls away. Needs two ranks or more.
 
@@ -116,19 +120,60 @@ def _imbalance(
 
 
 def _divergence(view: Profile, others: list[Profile], memory: str) -> float | None:
-    """When `view` pulls away from the others: the moment from which its level stays above
-    the others' median level by DIVERGED_SHARE of the final gap, up to where the gap is
-    largest. None without samples."""
-    t, own = _levels(view, memory)
-    if not len(t):
-        return None
-    levels = np.median(np.vstack([_level_at(*_levels(o, memory), t) for o in others]), axis=0)
-    gap = own - levels
+    """When `view` pulls away from the others: by step where the steps carry the memory read
+    at each, else by time."""
+    by_step = _step_divergence(view, others, memory)
+    return by_step if by_step is not None else _time_divergence(view, others, memory)
+
+
+def _first_of_last_run_above(gap: np.ndarray) -> int | None:
+    """The index from which `gap` stays at or above DIVERGED_SHARE of its largest value, up to
+    that largest value; None when it never rises above zero."""
     largest = int(np.argmax(gap))
     if gap[largest] <= 0:
         return None
     below = np.flatnonzero(gap[: largest + 1] < DIVERGED_SHARE * gap[largest])
-    return float(t[below[-1] + 1 if len(below) else 0])
+    return int(below[-1] + 1) if len(below) else 0
+
+
+def _step_memory(view: Profile, memory: str) -> dict[int, tuple[float, float]]:
+    """Step index -> (its start, the memory read at its end), for the steps where it was read
+    (RSS, or PyTorch's allocated bytes; -1 where a step did not read it)."""
+    steps = view.steps
+    column = "rss" if memory == "ram" else "allocated"
+    if steps is None or not len(steps) or column not in steps:
+        return {}
+    values = steps[column]
+    read = values >= 0
+    return {
+        int(index): (float(t), float(value))
+        for index, t, value in zip(steps["index"][read], steps.t[read], values[read], strict=True)
+    }
+
+
+def _step_divergence(view: Profile, others: list[Profile], memory: str) -> float | None:
+    """The start of the first step from which `view`'s memory at its steps stays above the
+    others' median at the same steps (DIVERGED_SHARE of the largest gap); None where the
+    ranks share fewer than two such steps or `view` is never above them."""
+    own = _step_memory(view, memory)
+    theirs = [_step_memory(o, memory) for o in others]
+    common = sorted(i for i in own if all(i in t for t in theirs))
+    if len(common) < 2:
+        return None
+    gap = np.array([own[i][1] - float(np.median([t[i][1] for t in theirs])) for i in common])
+    first = _first_of_last_run_above(gap)
+    return own[common[first]][0] if first is not None else None
+
+
+def _time_divergence(view: Profile, others: list[Profile], memory: str) -> float | None:
+    """The moment from which `view`'s sampled level stays above the others' median level by
+    DIVERGED_SHARE of the final gap, up to where the gap is largest. None without samples."""
+    t, own = _levels(view, memory)
+    if not len(t):
+        return None
+    levels = np.median(np.vstack([_level_at(*_levels(o, memory), t) for o in others]), axis=0)
+    first = _first_of_last_run_above(own - levels)
+    return float(t[first]) if first is not None else None
 
 
 def _levels(view: Profile, memory: str) -> tuple[np.ndarray, np.ndarray]:
