@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from profiler.command_line import ArgumentParser
+from profiler.commands.errors import error, output_error
 from profiler.comparison import (
     SIGNIFICANT_BYTES,
     SIGNIFICANT_SECONDS_SHARE,
@@ -70,11 +71,10 @@ def cmd_compare(argv: Sequence[str]) -> int:
     try:
         before, after = load_profile(options.before), load_profile(options.after)
     except ProfileError as exc:
-        sys.stderr.write(f"memsight: error: {terminal_safe(str(exc))}\n")
-        return 1
+        return error(str(exc))
     comparison = compare(before, after)
     if options.html is not None:
-        from profiler.output_path import OutputError, output_failure, output_target, write_output
+        from profiler.output_path import OutputError, output_target, write_output
         from profiler.report.compare_html import render_compare_html
 
         try:
@@ -82,9 +82,7 @@ def cmd_compare(argv: Sequence[str]) -> int:
             page = render_compare_html(comparison, options.before, options.after)
             write_output(target, [page.encode("utf-8")])
         except (OutputError, OSError) as exc:
-            status, problem = output_failure(exc, options.html)
-            sys.stderr.write(f"memsight: error: --html: {terminal_safe(problem)}\n")
-            return status
+            return output_error(exc, options.html, "--html")
     failures = growth_failures(comparison, max_growth) if max_growth is not None else []
     if options.json:
         data = comparison_to_json(comparison)

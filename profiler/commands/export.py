@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from profiler.command_line import ArgumentParser, UsageError
+from profiler.commands.errors import error, output_error
 from profiler.profile.storage import ProfileError, load_profile
 from profiler.terminal_text import terminal_safe
 from profiler.typed_values import integer_between, shown
@@ -65,7 +66,7 @@ def _snapshot_choice(text: str) -> str:
 
 
 def cmd_export(argv: Sequence[str]) -> int:
-    from profiler.output_path import OutputError, output_failure, output_target, write_output
+    from profiler.output_path import OutputError, output_target, write_output
     from profiler.profile.attachments import choose_snapshot, cuda_snapshots, describe_snapshot
     from profiler.profile.storage import read_attachment
 
@@ -77,8 +78,7 @@ def cmd_export(argv: Sequence[str]) -> int:
     try:
         profile = load_profile(options.profile)
     except ProfileError as exc:
-        sys.stderr.write(f"memsight: error: {terminal_safe(str(exc))}\n")
-        return 1
+        return error(str(exc))
     snapshots = cuda_snapshots(profile)
     if options.list:
         if not snapshots:
@@ -104,12 +104,9 @@ def cmd_export(argv: Sequence[str]) -> int:
             read_attachment(options.profile, chosen.attachment_id, chosen.bytes, chosen.sha256),
         )
     except ProfileError as exc:
-        sys.stderr.write(f"memsight: error: {terminal_safe(str(exc))}\n")
-        return 1
+        return error(str(exc))
     except (OutputError, OSError) as exc:
-        status, problem = output_failure(exc, target)
-        sys.stderr.write(f"memsight: error: --memory-viz: {terminal_safe(problem)}\n")
-        return status
+        return output_error(exc, target, "--memory-viz")
     wrote = terminal_safe(f"{target} ({format_bytes(chosen.bytes)}): {describe_snapshot(chosen)}")
     sys.stderr.write(
         f"memsight: wrote {wrote}\n"

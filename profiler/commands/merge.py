@@ -9,7 +9,8 @@ import sys
 from collections.abc import Sequence
 
 from profiler.command_line import ArgumentParser
-from profiler.output_path import OutputError, output_failure, output_target
+from profiler.commands.errors import error, output_error
+from profiler.output_path import OutputError, output_target
 from profiler.profile.merge import (
     ALIGNMENT_ERROR_MS,
     MAX_CLOCK_SPREAD,
@@ -93,8 +94,7 @@ def cmd_merge(argv: Sequence[str]) -> int:
     try:
         target = output_target(out)
     except OutputError as exc:
-        sys.stderr.write(f"memsight: error: -o: {terminal_safe(exc.problem)}\n")
-        return output_failure(exc, out)[0]
+        return output_error(exc, out, "-o")
     # Only a regular file is ever replaced; a device or a FIFO is written into, as by `>`.
     if target.exists and not options.force:
         sys.stderr.write(
@@ -104,15 +104,11 @@ def cmd_merge(argv: Sequence[str]) -> int:
     try:
         result = merge_profiles(options.profiles, target, force=options.force)
     except MergeRefused as exc:
-        sys.stderr.write(f"memsight: error: {terminal_safe(str(exc))}\n")
-        return 2
+        return error(str(exc), status=2)
     except (ProfileError, MergeError) as exc:
-        sys.stderr.write(f"memsight: error: {terminal_safe(str(exc))}\n")
-        return 1
+        return error(str(exc))
     except (OutputError, OSError) as exc:
-        status, problem = output_failure(exc, out)
-        sys.stderr.write(f"memsight: error: -o: {terminal_safe(problem)}\n")
-        return status
+        return output_error(exc, out, "-o")
     merged = result.inputs
     said = sys.stderr if target.stdout else sys.stdout  # `-o -`: stdout holds the profile
     for line in result.warnings:

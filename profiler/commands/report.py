@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from profiler.command_line import ArgumentParser, UsageError
+from profiler.commands.errors import error, output_error
 from profiler.profile.storage import ProfileError, load_profile
 from profiler.profile.summary import format_text, summarize, to_json
 from profiler.terminal_text import terminal_safe
@@ -61,15 +62,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _write_html(profile: Profile, diagnosis: Diagnosis, out: str) -> int:
     """Write the HTML report by the one output rule (profiler/output_path.py); the status."""
-    from profiler.output_path import OutputError, output_failure, output_target
+    from profiler.output_path import OutputError, output_target
     from profiler.report import write_html
 
     try:
         size = write_html(profile, output_target(out), diagnosis)
     except (OutputError, OSError) as exc:
-        status, problem = output_failure(exc, out)
-        sys.stderr.write(f"memsight: error: --html: {terminal_safe(problem)}\n")
-        return status
+        return output_error(exc, out, "--html")
     sys.stderr.write(f"memsight: wrote {terminal_safe(out)} ({format_bytes(size)})\n")
     return 0
 
@@ -104,8 +103,7 @@ def cmd_report(argv: Sequence[str]) -> int:
     try:
         profile = load_profile(options.profile)
     except ProfileError as exc:
-        sys.stderr.write(f"memsight: error: {terminal_safe(str(exc))}\n")
-        return 1
+        return error(str(exc))
     from profiler.diagnosis import diagnose, finding_to_json
     from profiler.diagnosis.text import format_findings
 
