@@ -373,6 +373,7 @@ def _views() -> list[torch.Tensor]:
     return [base[:10], base[10:], base.view(10, 100)]
 
 
+@pytest.mark.slow  # over 2 s on a quiet 2-core machine
 def test_a_model_its_grads_and_optimizer_state() -> None:
     class Net(torch.nn.Module):
         def __init__(self) -> None:

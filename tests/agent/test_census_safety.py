@@ -131,6 +131,7 @@ print(hwm() - before, c.cost["objects"], int(c.partial), held)
 """
 
 
+@pytest.mark.slow  # over 2 s on a quiet 2-core machine
 def test_the_census_memory_does_not_grow_with_the_heap(tmp_path: Any) -> None:
     # In a process of its own, so that its peak RSS is the census' alone: 300 k records of two
     # dicts each, every one walked.
@@ -153,6 +154,7 @@ def test_the_census_memory_does_not_grow_with_the_heap(tmp_path: Any) -> None:
     assert int(added) < 16 * 2**20, added
 
 
+@pytest.mark.slow  # over 2 s on a quiet 2-core machine
 def test_holders_outside_a_huge_collection_are_named_before_it_is_read(
     stepping_clock: list[int],
 ) -> None:
@@ -275,6 +277,7 @@ class StepTimeout(Exception):
     pass
 
 
+@pytest.mark.slow  # over 2 s on a quiet 2-core machine
 def test_a_signal_handlers_exception_during_a_census_reaches_the_script() -> None:
     records = _records(300_000)  # a census of seconds
     main = threading.get_ident()
@@ -456,6 +459,7 @@ def _sliced(**options: Any) -> tuple[Census, int]:
     raise AssertionError("the census never ended")
 
 
+@pytest.mark.slow  # over 2 s on a quiet 2-core machine
 def test_a_census_too_big_for_one_pause_goes_on_where_it_stopped(
     stepping_clock: list[int], counted_reads: list[int]
 ) -> None:

@@ -117,6 +117,7 @@ def test_every_n_on_the_clock_is_every_n_seconds(monkeypatch: pytest.MonkeyPatch
     assert [e["iteration"] for e in agent.events if e["type"] == "census"] == [1, 2, 3, 4]
 
 
+@pytest.mark.slow  # over 2 s on a quiet 2-core machine
 def test_a_census_is_charged_its_cpu_time_not_its_pause_on_a_busy_machine() -> None:
     # Another thread of the script keeps the interpreter busy: the census' pause is longer by
     # the time that thread ran, its own work is not. The budget counts the work, so a busy

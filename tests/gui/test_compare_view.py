@@ -105,6 +105,7 @@ def test_the_gui_thread_diagnoses_nothing_and_the_shown_runs_findings_are_reused
     assert [f.rule for f in window.compare.comparison.findings.resolved] == ["growth-per-iteration"]
 
 
+@pytest.mark.slow  # over 2 s on a quiet 2-core machine
 def test_a_rerun_of_the_same_script_offers_the_previous_run_in_one_click(
     qtbot: QtBot,
     window: MainWindow,
@@ -127,6 +128,7 @@ def test_a_rerun_of_the_same_script_offers_the_previous_run_in_one_click(
     assert window.status.compare_previous_button.isHidden()
 
 
+@pytest.mark.slow  # over 2 s on a quiet 2-core machine
 def test_a_profile_dropped_with_shift_is_compared_not_opened(
     qtbot: QtBot, window: MainWindow, tmp_path: Path
 ) -> None:

@@ -76,6 +76,7 @@ def test_ctrl_o_opens_a_script_into_the_run_bar(
     assert window.error_box is None  # not "not a memsight profile"
 
 
+@pytest.mark.slow  # over 2 s on a quiet 2-core machine
 def test_a_live_run_is_titled_by_its_script_and_shown_whole_when_it_ends(
     qtbot: QtBot, window: MainWindow, tmp_path: Path
 ) -> None:

@@ -52,6 +52,7 @@ def assert_all_handled(report: dict[str, Any], expected: int) -> None:
     assert refused and len(refused) < len(results)  # the corpus reaches both ends
 
 
+@pytest.mark.slow  # over 2 s on a quiet 2-core machine
 def test_synthetic_mutants_load_or_are_refused_in_one_line(tmp_path: Path) -> None:
     files = corpus.write_corpus(tmp_path / "corpus", corpus.synthetic_seeds(), 150)
     assert_all_handled(check_in_process(files, tmp_path), len(files))

@@ -77,6 +77,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     return [record(base / f"run{i}") for i in range(RUNS)]
 
 
+@pytest.mark.slow  # over 2 s on a quiet 2-core machine
 @pytest.mark.parametrize(("method", "name"), CHILDREN)
 def test_every_child_is_a_process_of_the_job_with_its_command_start_end_and_status(
     runs: list[dict[str, Any]], method: str, name: str
@@ -182,6 +183,7 @@ def test_forty_short_fork_children_are_each_listed_with_their_status(tmp_path: P
         assert (processes[pid]["exit_code"], processes[pid]["signal"]) == (i % 4, None)
 
 
+@pytest.mark.slow  # over 2 s on a quiet 2-core machine
 def test_a_dataloaders_forked_workers_are_processes_of_the_job_that_ended_well(
     tmp_path: Path,
 ) -> None:
