@@ -18,19 +18,16 @@ from __future__ import annotations
 import functools
 import importlib
 import threading
-import time
 import weakref
 from typing import Any, Callable, Dict, Iterator, List, Tuple
 
+from .clock import now as _now
 from .port import AgentPort
 from .reader import Reader, forget
 
 DISCOVERY_FORWARDS = 3  # root forwards without a new root before discovery ends
 REDISCOVER_NS = 10 * 1_000_000_000
 _SCRIPTED = frozenset(("RecursiveScriptModule", "ScriptModule", "TopLevelTracedModule"))
-
-# The clock of every timestamp (rows, events): called several times per step, so bound once.
-_now = time.monotonic_ns
 
 
 class RootDiscovery:

@@ -11,17 +11,14 @@ from __future__ import annotations
 
 import functools
 import threading
-import time
 import weakref
 from typing import Any, Callable, Dict, List, Optional
 
+from .clock import now as _now
 from .port import AgentPort
 from .reader import Reader, forget
 
 MAX_DATASETS = 64  # datasets known by their id alone (no weak reference), at most
-
-# The clock of every timestamp (rows, events): called several times per step, so bound once.
-_now = time.monotonic_ns
 
 
 class ModeWrappers:

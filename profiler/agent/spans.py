@@ -17,7 +17,6 @@ from __future__ import annotations
 import functools
 import sys
 import threading
-import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple
 
 from ..codefiles import is_library_file
@@ -34,14 +33,12 @@ from ..protocol import (
     SPAN_LINK,
     SPAN_TABLE,
 )
+from .clock import now as _now
 from .discovery import DISCOVERY_FORWARDS
 from .port import AgentPort
 from .reader import Reader, first_grad_tensor
 
 MAX_CALL_SITES = 256  # distinct (module class, calling line) pairs recorded per run
-
-# The clock of every timestamp (rows, events): called several times per step, so bound once.
-_now = time.monotonic_ns
 
 
 class SpanHooks:

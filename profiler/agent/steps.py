@@ -27,6 +27,7 @@ from ..protocol import (
     STEP_TABLE,
 )
 from .breakdown import breakdown_row, measure_breakdown
+from .clock import now as _now
 from .port import AgentPort
 from .reader import Reader
 
@@ -55,9 +56,6 @@ RSS_EVERY_STEP = 200
 # this sampling holds.
 DETAIL_WARMUP_STEPS = 10
 DETAIL_EVERY_NS = 100_000_000
-
-# The clock of every timestamp (rows, events): called several times per step, so bound once.
-_now = time.monotonic_ns
 
 
 class StepHooks:
