@@ -8,7 +8,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtGui import QColor
 
-from profiler.units import unit_for
+from memsight.profiler.units import unit_for
 
 
 def blend(color: QColor, background: QColor, share: float) -> QColor:

@@ -19,9 +19,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.findings import FindingsPanel
-from app.timeline import TimelineView
-from profiler.comparison import (
+from memsight.app.findings import FindingsPanel
+from memsight.app.timeline import TimelineView
+from memsight.profiler.comparison import (
     SIGNIFICANT_BYTES,
     SIGNIFICANT_SHARE,
     Comparison,
@@ -31,10 +31,10 @@ from profiler.comparison import (
     compare,
     value_text,
 )
-from profiler.diagnosis import Finding
-from profiler.launch.spec import RunSpec
-from profiler.profile.model import Profile
-from profiler.units import format_bytes
+from memsight.profiler.diagnosis import Finding
+from memsight.profiler.launch.spec import RunSpec
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.units import format_bytes
 
 
 class ComparePanel(QWidget):

@@ -24,10 +24,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from profiler import protocol
-from profiler.profile.model import OutputChunk, Profile
-from profiler.profile.series import MARK_COLORS
-from profiler.profile.summary import unrecorded_output
+from memsight.profiler import protocol
+from memsight.profiler.profile.model import OutputChunk, Profile
+from memsight.profiler.profile.series import MARK_COLORS
+from memsight.profiler.profile.summary import unrecorded_output
 
 # The console holds a bounded tail of the output, so that no output, however large, can make
 # the window slow: the last MAX_LINES lines, at most MAX_CHARS characters in all, each line cut

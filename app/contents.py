@@ -23,8 +23,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.plaintext import shorten, tooltip
-from profiler.diagnosis.contents import (
+from memsight.app.plaintext import shorten, tooltip
+from memsight.profiler.diagnosis.contents import (
     Census,
     ChangeRow,
     ContentsRow,
@@ -36,8 +36,8 @@ from profiler.diagnosis.contents import (
     partial_text,
     size_text,
 )
-from profiler.profile.model import Profile
-from profiler.units import format_bytes, format_signed_bytes
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.units import format_bytes, format_signed_bytes
 
 NO_RUN = "No run yet"
 NO_CENSUS = (

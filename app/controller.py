@@ -15,15 +15,15 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-import profiler
-from profiler.launch.runtime import recorder_host_command
-from profiler.launch.spec import ExitStatus, RunSpec, spec_to_json
-from profiler.profile.live import LiveProfile
-from profiler.profile.model import Profile
+import memsight
+from memsight.profiler.launch.runtime import recorder_host_command
+from memsight.profiler.launch.spec import ExitStatus, RunSpec, spec_to_json
+from memsight.profiler.profile.live import LiveProfile
+from memsight.profiler.profile.model import Profile
 
-# Run the host from the folder holding the profiler package: `-m` puts the working
+# Run the host from the folder holding the memsight package: `-m` puts the working
 # directory first on sys.path, and the app's own working directory may hold anything.
-PACKAGE_PARENT = Path(profiler.__file__).resolve().parent.parent
+PACKAGE_PARENT = Path(memsight.__file__).resolve().parent.parent
 
 
 @dataclass

@@ -23,12 +23,12 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsSimpleTextItem
 
-from app.axes import SecondsAxis
-from app.jobview import event_count, event_label, later_sighting, process_marks
-from app.plaintext import MAX_LABEL, shorten, tooltip
-from profiler import protocol
-from profiler.profile.model import Profile
-from profiler.profile.series import MARK_COLORS
+from memsight.app.axes import SecondsAxis
+from memsight.app.jobview import event_count, event_label, later_sighting, process_marks
+from memsight.app.plaintext import MAX_LABEL, shorten, tooltip
+from memsight.profiler import protocol
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.profile.series import MARK_COLORS
 
 MAX_SPANS_DRAWN = 1500
 MAX_EVENT_LINES = 50  # lines across the plots at errors and the exit; the rest are marks only

@@ -24,14 +24,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.editor import EDITOR_KEY, open_location
-from app.plaintext import shorten, tooltip
-from profiler.codefiles import is_pseudo_file
-from profiler.diagnosis import Diagnosis, Finding, Location, diagnose, get_fix
-from profiler.diagnosis.finding import SEVERITY_COLORS, SEVERITY_LABELS, severity_counts
-from profiler.profile.model import Profile
-from profiler.profile.summary import summarize
-from profiler.units import format_bytes, format_duration
+from memsight.app.editor import EDITOR_KEY, open_location
+from memsight.app.plaintext import shorten, tooltip
+from memsight.profiler.codefiles import is_pseudo_file
+from memsight.profiler.diagnosis import Diagnosis, Finding, Location, diagnose, get_fix
+from memsight.profiler.diagnosis.finding import SEVERITY_COLORS, SEVERITY_LABELS, severity_counts
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.profile.summary import summarize
+from memsight.profiler.units import format_bytes, format_duration
 
 
 def _e(text: object) -> str:

@@ -13,11 +13,11 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
-from app.plotting import Curve, make_curve
-from profiler.profile.model import Event, Profile
-from profiler.profile.series import MAIN_RSS, Series
-from profiler.profile.summary import process_name
-from profiler.units import format_bytes
+from memsight.app.plotting import Curve, make_curve
+from memsight.profiler.profile.model import Event, Profile
+from memsight.profiler.profile.series import MAIN_RSS, Series
+from memsight.profiler.profile.summary import process_name
+from memsight.profiler.units import format_bytes
 
 # The other processes of a job (ranks, spawned workers): colours apart from the target's series.
 PROCESS_COLORS = ("#e377c2", "#bcbd22", "#8c564b", "#17becf", "#9467bd", "#7f7f7f")

@@ -11,9 +11,9 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication, QIcon
 from PySide6.QtWidgets import QApplication
 
-import profiler
-from app.mainwindow import MainWindow
-from profiler import resources
+from memsight import profiler
+from memsight.app.mainwindow import MainWindow
+from memsight.profiler import resources
 
 ICON_SIZES = (16, 24, 32, 48, 64, 128, 256)
 

@@ -30,27 +30,27 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-import profiler
-from app.compare import CompareController, ComparePanel, same_target
-from app.console import ConsoleView
-from app.contents import ContentsPanel
-from app.findings import BackgroundDiagnosis, FindingsPanel
-from app.plaintext import shorten, window_title
-from app.recordings import recordings_dir
-from app.runsetup import RunSetupPanel
-from app.session import RunSession
-from app.settings import AppSettings, ScriptSetup
-from app.statusbar import RunStatusBar
-from app.timeline import TimelineView
-from profiler.diagnosis import Finding
-from profiler.diagnosis.contents import Census, census_label
-from profiler.launch.spec import ExitStatus, default_profile_name
-from profiler.output_path import OutputError
-from profiler.profile.header import SUFFIX
-from profiler.profile.model import Profile
-from profiler.profile.storage import ProfileError, load_profile
-from profiler.report import write_html
-from profiler.units import format_bytes
+from memsight import profiler
+from memsight.app.compare import CompareController, ComparePanel, same_target
+from memsight.app.console import ConsoleView
+from memsight.app.contents import ContentsPanel
+from memsight.app.findings import BackgroundDiagnosis, FindingsPanel
+from memsight.app.plaintext import shorten, window_title
+from memsight.app.recordings import recordings_dir
+from memsight.app.runsetup import RunSetupPanel
+from memsight.app.session import RunSession
+from memsight.app.settings import AppSettings, ScriptSetup
+from memsight.app.statusbar import RunStatusBar
+from memsight.app.timeline import TimelineView
+from memsight.profiler.diagnosis import Finding
+from memsight.profiler.diagnosis.contents import Census, census_label
+from memsight.profiler.launch.spec import ExitStatus, default_profile_name
+from memsight.profiler.output_path import OutputError
+from memsight.profiler.profile.header import SUFFIX
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.profile.storage import ProfileError, load_profile
+from memsight.profiler.report import write_html
+from memsight.profiler.units import format_bytes
 
 # A dock takes at most this share of a new window's width (Findings) or height (Console and
 # the tabs beside it), and no more than these pixels on a large screen: the timeline has the rest.

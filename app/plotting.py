@@ -13,9 +13,9 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsSimpleTextItem
 
-from app.plaintext import tooltip
-from profiler.profile.columns import ColumnStore
-from profiler.profile.series import Series
+from memsight.app.plaintext import tooltip
+from memsight.profiler.profile.columns import ColumnStore
+from memsight.profiler.profile.series import Series
 
 LEVEL_FACTOR = 4
 MIN_LEVEL_POINTS = 2048  # a curve is thinned into levels once it holds this many points

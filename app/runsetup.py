@@ -29,17 +29,17 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.settings import ScriptSetup
-from profiler.diagnosis.finding import SEVERITY_COLORS
-from profiler.launch.preflight import (
+from memsight.app.settings import ScriptSetup
+from memsight.profiler.diagnosis.finding import SEVERITY_COLORS
+from memsight.profiler.launch.preflight import (
     InvalidSetting,
     Problem,
     Setting,
     check_run,
     ram_budget_from_text,
 )
-from profiler.launch.runtime import default_python
-from profiler.launch.spec import DEFAULT_INTERVAL_MS, RunSpec
+from memsight.profiler.launch.runtime import default_python
+from memsight.profiler.launch.spec import DEFAULT_INTERVAL_MS, RunSpec
 
 
 class RunSetupPanel(QWidget):

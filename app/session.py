@@ -13,11 +13,11 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from app.controller import RunController
-from app.findings import BackgroundDiagnosis
-from app.pace import FASTEST_MS, RefreshPace
-from profiler.launch.spec import RunSpec
-from profiler.profile.model import Profile
+from memsight.app.controller import RunController
+from memsight.app.findings import BackgroundDiagnosis
+from memsight.app.pace import FASTEST_MS, RefreshPace
+from memsight.profiler.launch.spec import RunSpec
+from memsight.profiler.profile.model import Profile
 
 DIAGNOSE_EVERY_S = 2.0  # findings follow a live run at this pace, not every frame
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from PySide6.QtCore import QSettings
 
-from profiler.launch.spec import DEFAULT_INTERVAL_MS
+from memsight.profiler.launch.spec import DEFAULT_INTERVAL_MS
 
 MAX_RECENT = 10
 

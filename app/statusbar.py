@@ -11,15 +11,15 @@ from PySide6.QtCore import QEvent, QSize, Qt
 from PySide6.QtGui import QHelpEvent, QPainter, QPaintEvent
 from PySide6.QtWidgets import QLabel, QPushButton, QStatusBar, QToolTip, QWidget
 
-from app.plaintext import tooltip
-from profiler.profile.model import Profile
-from profiler.profile.summary import (
+from memsight.app.plaintext import tooltip
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.profile.summary import (
     SamplingPace,
     format_rate,
     sampling_behind_text,
     sampling_pace,
 )
-from profiler.units import format_bytes, format_duration
+from memsight.profiler.units import format_bytes, format_duration
 
 RATE_EVERY_S = 1.0  # samples/s is counted over this long, so the figure does not flicker
 

@@ -24,9 +24,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.axes import ByteAxis, blend
-from app.eventlane import EventLane
-from app.jobview import (
+from memsight.app.axes import ByteAxis, blend
+from memsight.app.eventlane import EventLane
+from memsight.app.jobview import (
     WHOLE_JOB,
     JobCurves,
     choice_label,
@@ -34,15 +34,15 @@ from app.jobview import (
     peak_label,
     rss_label,
 )
-from app.plaintext import line_label
-from app.plotting import (
+from memsight.app.plaintext import line_label
+from memsight.app.plotting import (
     Curve,
     make_curve,
     make_legend,
     set_entries,
 )
-from profiler.profile.model import Profile
-from profiler.profile.series import (
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.profile.series import (
     BEFORE_ALLOCATED,
     BEFORE_TREE,
     DEVICE_USED,
@@ -57,7 +57,7 @@ from profiler.profile.series import (
     memory_name,
     process_tree_bytes,
 )
-from profiler.units import format_bytes
+from memsight.profiler.units import format_bytes
 
 FOLLOW_WINDOW_S = 60.0
 

@@ -121,7 +121,7 @@ def memsight_cmd(
     interval_ms: float | None = None,
     options: Sequence[str] = (),
 ) -> list[str]:
-    cmd = [sys.executable, "-m", "profiler.cli", "run", "--out", str(out), *options]
+    cmd = [sys.executable, "-m", "memsight.profiler.cli", "run", "--out", str(out), *options]
     if interval_ms is not None:
         cmd += ["--interval-ms", f"{interval_ms:g}"]
     return [*cmd, str(script), *args]

@@ -68,9 +68,9 @@ from _common import (
     write_result,
 )
 
-from profiler.agent import census_schedule
-from profiler.agent.census import CensusProgress, take_census
-from profiler.agent.census_limits import MEMORY_FLOOR, MEMORY_SHARE
+from memsight.profiler.agent import census_schedule
+from memsight.profiler.agent.census import CensusProgress, take_census
+from memsight.profiler.agent.census_limits import MEMORY_FLOOR, MEMORY_SHARE
 
 NAME = "census_cost"
 TARGET_MS = 200.0
@@ -326,8 +326,8 @@ def census_in_slices(opts: argparse.Namespace) -> dict[str, Any]:
 def auto_censuses(profile_path: Path) -> dict[str, Any]:
     """The censuses an auto run's profile holds (each sent once whole), and the agent's census
     errors."""
-    from profiler.diagnosis.contents import censuses
-    from profiler.profile.storage import load_profile
+    from memsight.profiler.diagnosis.contents import censuses
+    from memsight.profiler.profile.storage import load_profile
 
     profile = load_profile(profile_path)
     taken = []

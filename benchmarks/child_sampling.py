@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import memsight_cmd, percentile, print_table, verdict, write_result
-from profiler.profile.storage import load_profile
+from memsight.profiler.profile.storage import load_profile
 
 REFRESH_TARGET_HZ = 2.0
 CPU_TARGET_PERCENT = 2.0

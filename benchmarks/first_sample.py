@@ -44,8 +44,8 @@ def main() -> int:
     from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QApplication
 
-    import app.mainwindow as mainwindow
-    from app.mainwindow import MainWindow
+    import memsight.app.mainwindow as mainwindow
+    from memsight.app.mainwindow import MainWindow
 
     app = QApplication.instance() or QApplication([])
     work = Path(tempfile.mkdtemp(prefix="memsight-first-sample-"))

@@ -71,8 +71,8 @@ def main() -> int:
     from PySide6.QtCore import QEventLoop, QSettings, QTimer
     from PySide6.QtWidgets import QApplication
 
-    import app.mainwindow as mainwindow
-    from app.mainwindow import MainWindow
+    import memsight.app.mainwindow as mainwindow
+    from memsight.app.mainwindow import MainWindow
 
     _qt_app = QApplication.instance() or QApplication([])  # held: the window needs it alive
     work = Path(tempfile.mkdtemp(prefix="memsight-gui-live-"))

@@ -47,7 +47,7 @@ def main() -> int:
     from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QApplication
 
-    from app.mainwindow import MainWindow
+    from memsight.app.mainwindow import MainWindow
 
     app = QApplication.instance() or QApplication([])
     width, height = (int(v) for v in args.size.split("x"))

@@ -44,9 +44,9 @@ from typing import Any
 
 from _common import WORKLOADS, print_table, write_result
 
-from profiler.agent import instrument, spans
-from profiler.agent import steps as step_hooks
-from profiler.agent.outbox import Outbox
+from memsight.profiler.agent import instrument, spans
+from memsight.profiler.agent import steps as step_hooks
+from memsight.profiler.agent.outbox import Outbox
 
 NAME = "hook_cost"
 

@@ -52,7 +52,7 @@ def parse_args() -> argparse.Namespace:
 def run_job(ranks: int, seconds: float, folder: Path) -> dict[str, Any]:
     out = folder / f"job{ranks}.memsight"
     argv = [
-        sys.executable, "-m", "profiler.cli", "run", "-q", "--out", str(out),
+        sys.executable, "-m", "memsight.profiler.cli", "run", "-q", "--out", str(out),
         "-m", "torch.distributed.run", "--nproc_per_node", str(ranks),
         str(WORKLOADS / "ddp_ranks.py"), "--seconds", str(seconds),
     ]  # fmt: skip
@@ -72,7 +72,7 @@ def run_job(ranks: int, seconds: float, folder: Path) -> dict[str, Any]:
     wall = time.perf_counter() - started
     if proc.returncode != 0:
         raise RuntimeError(f"the {ranks}-rank job failed ({proc.returncode}):\n{stderr[-2000:]}")
-    from profiler.profile.storage import load_profile
+    from memsight.profiler.profile.storage import load_profile
 
     profile = load_profile(out)
     recorded = [p for p in profile.subprocesses.values() if p.process.role == "rank"]

@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 import synthetic_recording as synthetic
 from _common import print_table, verdict, write_result
 
-from profiler.profile.storage import compact_profile, load_profile
+from memsight.profiler.profile.storage import compact_profile, load_profile
 
 NAME = "load"
 TARGET_MB = 40.0

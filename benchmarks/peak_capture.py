@@ -40,8 +40,8 @@ from _common import (
     write_result,
 )
 
-from profiler.profile.model import Profile
-from profiler.profile.storage import load_profile
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.profile.storage import load_profile
 
 NAME = "peak_capture"
 TARGET_FRACTION = 0.95

@@ -326,11 +326,20 @@ def folder_bytes(path: Path) -> int:
 def memsight_tool(key: str, label: str, options: list[str], timeout: float) -> Tool:
     def command(target: list[str], folder: Path) -> tuple[list[str], Path]:
         out = folder / "run.memsight"
-        cmd = [sys.executable, "-m", "profiler.cli", "run", "-q", "--out", str(out), *options]
+        cmd = [
+            sys.executable,
+            "-m",
+            "memsight.profiler.cli",
+            "run",
+            "-q",
+            "--out",
+            str(out),
+            *options,
+        ]
         return [*cmd, *target], out
 
     def report(run: Run, capture: Path, folder: Path) -> None:
-        argv = [sys.executable, "-m", "profiler.cli", "report", "--json", str(capture)]
+        argv = [sys.executable, "-m", "memsight.profiler.cli", "report", "--json", str(capture)]
         run.report_s, stdout = timed(argv, folder, timeout)
         run.recorded_peak = json.loads(stdout)["peaks"]["ram_bytes"]
         if run.recorded_peak is None:

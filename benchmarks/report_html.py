@@ -33,8 +33,8 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=3, help="timed writes (default 3)")
     args = p.parse_args()
 
-    from profiler.profile.storage import load_profile
-    from profiler.report import write_html
+    from memsight.profiler.profile.storage import load_profile
+    from memsight.profiler.report import write_html
 
     profile = load_profile(args.profile or large_profile(args.samples))
     out = Path(tempfile.mkdtemp(prefix="memsight-report-")) / "report.html"

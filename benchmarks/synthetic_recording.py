@@ -84,17 +84,17 @@ from typing import Any, Literal
 
 import numpy as np
 
-from profiler import protocol
-from profiler.agent.client import EVENTS_PER_FRAME
-from profiler.agent.client import FLUSH_S as AGENT_FLUSH_S
-from profiler.agent.steps import BREAKDOWN_EVERY_NS, BREAKDOWN_WARMUP_STEPS
-from profiler.launch.spec import RunSpec
-from profiler.profile import codec, header, storage, writer
-from profiler.profile.header import FORMAT_VERSION
-from profiler.profile.model import TIME_COLUMNS, Profile
-from profiler.profile.storage import compact_profile, load_profile
-from profiler.profile.writer import ProfileWriter
-from profiler.protocol import (
+from memsight.profiler import protocol
+from memsight.profiler.agent.client import EVENTS_PER_FRAME
+from memsight.profiler.agent.client import FLUSH_S as AGENT_FLUSH_S
+from memsight.profiler.agent.steps import BREAKDOWN_EVERY_NS, BREAKDOWN_WARMUP_STEPS
+from memsight.profiler.launch.spec import RunSpec
+from memsight.profiler.profile import codec, header, storage, writer
+from memsight.profiler.profile.header import FORMAT_VERSION
+from memsight.profiler.profile.model import TIME_COLUMNS, Profile
+from memsight.profiler.profile.storage import compact_profile, load_profile
+from memsight.profiler.profile.writer import ProfileWriter
+from memsight.profiler.protocol import (
     CHILD_TABLE,
     GPU_TABLE,
     PROTOCOL_VERSION,
@@ -103,8 +103,8 @@ from profiler.protocol import (
     STEP_TABLE,
     TableSchema,
 )
-from profiler.recorder import blocks, session
-from profiler.recorder.session import FLUSH_S, Recording
+from memsight.profiler.recorder import blocks, session
+from memsight.profiler.recorder.session import FLUSH_S, Recording
 
 # Bump whenever what this module generates or how it frames it changes: the cache key holds it.
 GENERATOR_VERSION = 1

@@ -45,12 +45,12 @@ from _common import (
     write_result,
 )
 
-from profiler import protocol
-from profiler.profile.storage import load_profile
-from profiler.profile.writer import ProfileWriter
-from profiler.protocol import GPU_TABLE, TableSchema
-from profiler.recorder.blocks import TableBuffer
-from profiler.recorder.server import AgentServer
+from memsight.profiler import protocol
+from memsight.profiler.profile.storage import load_profile
+from memsight.profiler.profile.writer import ProfileWriter
+from memsight.profiler.protocol import GPU_TABLE, TableSchema
+from memsight.profiler.recorder.blocks import TableBuffer
+from memsight.profiler.recorder.server import AgentServer
 
 NAME = "throughput"
 SAMPLE_FRACTION_MIN = 0.95

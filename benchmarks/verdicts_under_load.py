@@ -47,8 +47,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import RESULTS_DIR, environment, machine_busy_s, verdict
 from examples.catalog import Example, examples
-from profiler.diagnosis import diagnose
-from profiler.profile.storage import ProfileError
+from memsight.profiler.diagnosis import diagnose
+from memsight.profiler.profile.storage import ProfileError
 from tests.clients.test_frameworks import CASES, Case, _argv
 from tests.load import CpuHogs, cores, one_thread_per_program
 from tests.support import PYTHON, Completed, run_memsight

@@ -58,7 +58,7 @@ def main() -> int:
             file=sys.stderr,
         )
         return 2
-    import profiler
+    from memsight import profiler
 
     started = time.monotonic()
     work = ROOT / "build" / "pyinstaller"

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import sys
 
-from profiler.launch.runtime import RECORDER_HOST_FLAG
+from memsight.profiler.launch.runtime import RECORDER_HOST_FLAG
 
 
 def main() -> int:
     if sys.argv[1:2] == [RECORDER_HOST_FLAG]:
-        from profiler.recorder.host import main as recorder_host
+        from memsight.profiler.recorder.host import main as recorder_host
 
         return recorder_host()
-    from profiler.cli import main as cli
+    from memsight.profiler.cli import main as cli
 
     return cli()
 

@@ -15,13 +15,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-import profiler
-from profiler.command_line import UsageError
-from profiler.commands.export import cmd_export
-from profiler.commands.gui import cmd_gui
-from profiler.commands.report import cmd_report
-from profiler.commands.run import cmd_run
-from profiler.terminal_text import terminal_safe
+from memsight import profiler
+from memsight.profiler.command_line import UsageError
+from memsight.profiler.commands.export import cmd_export
+from memsight.profiler.commands.gui import cmd_gui
+from memsight.profiler.commands.report import cmd_report
+from memsight.profiler.commands.run import cmd_run
+from memsight.profiler.terminal_text import terminal_safe
 
 TOP_HELP = """\
 memsight — a memory profiler for PyTorch scripts.
@@ -65,11 +65,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args[:1] == ["export"]:
             return cmd_export(args[1:])
         if args[:1] == ["compare"]:
-            from profiler.commands.compare import cmd_compare
+            from memsight.profiler.commands.compare import cmd_compare
 
             return cmd_compare(args[1:])
         if args[:1] == ["merge"]:
-            from profiler.commands.merge import cmd_merge
+            from memsight.profiler.commands.merge import cmd_merge
 
             return cmd_merge(args[1:])
         if args[:1] in (["-h"], ["--help"]):

@@ -27,8 +27,11 @@ PACKAGE_DIRS = frozenset({"site-packages", "dist-packages"})
 LIBRARY_PACKAGES = frozenset({"torch", "_memsight_profiler"})
 # A standard library folder of any CPython on a POSIX system: lib/python3.12, lib64/python3.9t.
 _STDLIB_DIR = re.compile(r"python\d+(\.\d+)?t?")
-# memsight's own package (`profiler`, or `_memsight_profiler` inside the target).
+# memsight's own package (`memsight.profiler`, or `_memsight_profiler` inside the target), as
+# imported and as on disk: in a checkout memsight/profiler is a link to profiler/, and the
+# agent's frames carry the real path.
 OWN_DIR = os.path.dirname(os.path.abspath(__file__))
+_OWN_REAL_DIR = os.path.dirname(os.path.realpath(__file__))
 
 
 def is_pseudo_file(file: str) -> bool:
@@ -72,6 +75,6 @@ def is_library_file(file: str) -> bool:
     for i in range(1, len(folders)):  # itertools.pairwise is 3.10+
         if folders[i - 1].lower() in ("lib", "lib64") and _STDLIB_DIR.fullmatch(folders[i]):
             return True
-    if _within(path, OWN_DIR):
+    if _within(path, OWN_DIR) or _within(path, _OWN_REAL_DIR):
         return True
     return any(_within(path, d) for d in installation_dirs())

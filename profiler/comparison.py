@@ -22,13 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from profiler.diagnosis import Diagnosis, Finding, diagnose, finding_to_json
-from profiler.diagnosis.config import DEFAULT_CONFIG
-from profiler.diagnosis.signals import iteration_levels, linear_fit
-from profiler.profile.model import Profile
-from profiler.profile.series import iterations, memory_name
-from profiler.profile.summary import Peak, summarize
-from profiler.units import format_bytes, format_duration
+from memsight.profiler.diagnosis import Diagnosis, Finding, diagnose, finding_to_json
+from memsight.profiler.diagnosis.config import DEFAULT_CONFIG
+from memsight.profiler.diagnosis.signals import iteration_levels, linear_fit
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.profile.series import iterations, memory_name
+from memsight.profiler.profile.summary import Peak, summarize
+from memsight.profiler.units import format_bytes, format_duration
 
 SIGNIFICANT_SHARE = 0.05
 SIGNIFICANT_BYTES = 8 * 1024 * 1024

@@ -11,15 +11,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from profiler.profile.model import Profile
-from profiler.profile.storage import ProfileError, load_profile
-from profiler.profile.summary import summarize, summarize_processes
-from profiler.typed_values import share_of_percent
-from profiler.units import format_bytes
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.profile.storage import ProfileError, load_profile
+from memsight.profiler.profile.summary import summarize, summarize_processes
+from memsight.profiler.typed_values import share_of_percent
+from memsight.profiler.units import format_bytes
 
 if TYPE_CHECKING:  # the diagnosis is imported when a gate runs, not when memsight starts
-    from profiler.comparison import Change, Comparison
-    from profiler.diagnosis import Diagnosis
+    from memsight.profiler.comparison import Change, Comparison
+    from memsight.profiler.diagnosis import Diagnosis
 
 GATE_FAILED = 3
 FAIL_ON = ("warning", "critical")
@@ -33,7 +33,7 @@ def parse_percent(text: str) -> float:
 
 def findings_failures(diagnosis: Diagnosis, fail_on: str) -> list[str]:
     """A finding of severity `fail_on` or worse fails the check."""
-    from profiler.diagnosis.finding import SEVERITY_ORDER
+    from memsight.profiler.diagnosis.finding import SEVERITY_ORDER
 
     worst = SEVERITY_ORDER[fail_on]
     failing = [f for f in diagnosis.findings if SEVERITY_ORDER[f.severity] <= worst]
@@ -88,14 +88,14 @@ def read_baseline(path: str) -> Baseline:
 
 def peaks_of(profile: Profile) -> dict[str, float]:
     """Each peak a comparison weighs (comparison.peak_changes, one definition), by label."""
-    from profiler.comparison import peak_changes
+    from memsight.profiler.comparison import peak_changes
 
     return {c.label: c.before for c in peak_changes(profile, profile) if c.before is not None}
 
 
 def baseline_failures(baseline: Baseline, profile: Profile, max_growth: float) -> list[str]:
     """Every peak of the baseline that grew in `profile` by more than `max_growth` (a share)."""
-    from profiler.comparison import Change
+    from memsight.profiler.comparison import Change
 
     after = peaks_of(profile)
     changes = [

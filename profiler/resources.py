@@ -1,11 +1,11 @@
-"""Locate files shipped in resources/ (installed as the package memsight_resources)."""
+"""Locate files shipped in resources/ (installed as the package memsight.resources)."""
 
 from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
 
-PACKAGE = "memsight_resources"
+PACKAGE = "memsight.resources"
 
 
 def path(name: str) -> Path:

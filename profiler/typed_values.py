@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 
-from profiler.units import exact_bytes
+from memsight.profiler.units import exact_bytes
 
 # The largest size an option takes: far beyond any machine's RAM or GPU memory, and well
 # inside the int64 a profile stores sizes in.

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 
-from profiler import protocol
-from profiler.profile.header import FILE_HEADER
-from profiler.profile.storage import compact_profile
-from profiler.profile.writer import ProfileWriter
-from profiler.recorder.blocks import TableBuffer
+from memsight.profiler import protocol
+from memsight.profiler.profile.header import FILE_HEADER
+from memsight.profiler.profile.storage import compact_profile
+from memsight.profiler.profile.writer import ProfileWriter
+from memsight.profiler.recorder.blocks import TableBuffer
 
 T0 = 5_000_000_000
 ROWS = 2000  # 20 s at 10 ms

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from profiler import protocol
-from profiler.profile.model import (
+from memsight.profiler import protocol
+from memsight.profiler.profile.model import (
     ChildProcess,
     DeviceInfo,
     Event,
@@ -23,7 +23,7 @@ from profiler.profile.model import (
     RunInfo,
     SampleTable,
 )
-from profiler.profile.processes import ProcessInfo
+from memsight.profiler.profile.processes import ProcessInfo
 
 MiB = 1024**2
 GiB = 1024**3

@@ -11,13 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from profiler import protocol
-from profiler.profile.model import Profile
-from profiler.profile.storage import load_profile
-from profiler.profile.writer import ProfileWriter
-from profiler.protocol import GPU_TABLE, RAM_TABLE, SPAN_TABLE, STEP_TABLE, TableSchema
-from profiler.recorder.blocks import TableBuffer
-from profiler.recorder.session import PROCS_RAM_TABLE
+from memsight.profiler import protocol
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.profile.storage import load_profile
+from memsight.profiler.profile.writer import ProfileWriter
+from memsight.profiler.protocol import GPU_TABLE, RAM_TABLE, SPAN_TABLE, STEP_TABLE, TableSchema
+from memsight.profiler.recorder.blocks import TableBuffer
+from memsight.profiler.recorder.session import PROCS_RAM_TABLE
 
 MiB = 1024**2
 GiB = 1024**3

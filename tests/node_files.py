@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from profiler import protocol
-from profiler.profile.writer import ProfileWriter
-from profiler.protocol import RAM_TABLE
-from profiler.recorder.blocks import TableBuffer
-from profiler.recorder.session import PROCS_RAM_TABLE
+from memsight.profiler import protocol
+from memsight.profiler.profile.writer import ProfileWriter
+from memsight.profiler.protocol import RAM_TABLE
+from memsight.profiler.recorder.blocks import TableBuffer
+from memsight.profiler.recorder.session import PROCS_RAM_TABLE
 
 MS = 1_000_000
 MiB = 1 << 20

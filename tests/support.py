@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from profiler.diagnosis import diagnose
-from profiler.profile.model import Profile
-from profiler.profile.storage import ProfileError, load_profile
+from memsight.profiler.diagnosis import diagnose
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.profile.storage import ProfileError, load_profile
 from tests.load import deadline
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # The installed console script, as a user runs it. (`python -m profiler.cli` would put the
 # working directory on sys.path, where a test's own profiler.py would shadow memsight.)
 _SCRIPT = Path(PYTHON).parent / "memsight"
-MEMSIGHT = [str(_SCRIPT)] if _SCRIPT.exists() else [PYTHON, "-m", "profiler.cli"]
+MEMSIGHT = [str(_SCRIPT)] if _SCRIPT.exists() else [PYTHON, "-m", "memsight.profiler.cli"]
 
 
 def find_python(version: str) -> str | None:

@@ -11,18 +11,23 @@ from pathlib import Path
 
 import pytest
 
-from profiler import protocol
-from profiler.cli import main
-from profiler.launch.preflight import (
+from memsight.profiler import protocol
+from memsight.profiler.cli import main
+from memsight.profiler.launch.preflight import (
     InvalidSetting,
     census_from_text,
     interval_from_text,
     ram_budget_from_text,
 )
-from profiler.profile.writer import ProfileWriter
-from profiler.protocol import RAM_TABLE
-from profiler.recorder.blocks import TableBuffer
-from profiler.typed_values import integer_between, number_between, share_of_percent, size_between
+from memsight.profiler.profile.writer import ProfileWriter
+from memsight.profiler.protocol import RAM_TABLE
+from memsight.profiler.recorder.blocks import TableBuffer
+from memsight.profiler.typed_values import (
+    integer_between,
+    number_between,
+    share_of_percent,
+    size_between,
+)
 from tests.support import one_line, run_cli
 
 FOUR_HUNDRED_DIGITS = "9" * 400

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from profiler.commands import compare, export, merge, report, run
+from memsight.profiler.commands import compare, export, merge, report, run
 from tests.support import ROOT
 
 if sys.version_info >= (3, 11):
@@ -113,4 +113,4 @@ def test_every_package_of_the_core_has_its_place_in_the_import_contracts() -> No
     }
     # The agent is held by its own contract (agent-is-a-guest): it imports nothing of these.
     assert placed == top_level - {"agent"}
-    assert "profiler.agent" in contracts["agent-is-a-guest"]["source_modules"]
+    assert "memsight.profiler.agent" in contracts["agent-is-a-guest"]["source_modules"]

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from profiler import protocol
-from profiler.gates import GATE_FAILED
-from profiler.profile.writer import ProfileWriter
-from profiler.protocol import RAM_TABLE
-from profiler.recorder.blocks import TableBuffer
+from memsight.profiler import protocol
+from memsight.profiler.gates import GATE_FAILED
+from memsight.profiler.profile.writer import ProfileWriter
+from memsight.profiler.protocol import RAM_TABLE
+from memsight.profiler.recorder.blocks import TableBuffer
 from tests.support import one_line, run_cli
 
 MARKS_ITS_START = "open('started', 'w').close()\n"

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-import profiler
-from profiler.cli import main
-from profiler.command_line import UsageError
-from profiler.commands.run import split_run_args
+from memsight import profiler
+from memsight.profiler.cli import main
+from memsight.profiler.command_line import UsageError
+from memsight.profiler.commands.run import split_run_args
 from tests.support import MEMSIGHT, child_env, run_memsight, write_script
 
 
@@ -110,7 +110,7 @@ def test_bad_input_gets_one_clear_line_and_exit_status_2(
     [("512MiB", 512 * 2**20), ("1.5 GiB", 3 * 2**29), ("2g", 2 * 2**30), ("1048576", 2**20)],
 )
 def test_ram_budget_sizes_read_as_binary_units(text: str, size: int) -> None:
-    from profiler.units import parse_bytes
+    from memsight.profiler.units import parse_bytes
 
     assert parse_bytes(text) == size
 
@@ -290,8 +290,8 @@ def test_report_contents_shows_the_holder_that_grew(tmp_path: Path) -> None:
 def _profile_with_snapshot(path: Path, blob: bytes) -> None:
     import hashlib
 
-    from profiler import protocol
-    from profiler.profile.writer import ProfileWriter
+    from memsight.profiler import protocol
+    from memsight.profiler.profile.writer import ProfileWriter
 
     writer = ProfileWriter(path)
     writer.write(protocol.encode_json_frame(protocol.RUN, {"t0_ns": 1, "script": "t.py"}))
@@ -348,8 +348,8 @@ def test_export_errors_are_one_line(
 def test_export_of_a_profile_without_snapshots_says_how_to_record_one(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from profiler import protocol
-    from profiler.profile.writer import ProfileWriter
+    from memsight.profiler import protocol
+    from memsight.profiler.profile.writer import ProfileWriter
 
     writer = ProfileWriter(tmp_path / "p.memsight")
     writer.write(protocol.encode_json_frame(protocol.RUN, {"t0_ns": 1}))
@@ -382,14 +382,14 @@ def test_cuda_history_needs_a_positive_number(value: str) -> None:
 
 
 def _build(value: str) -> None:
-    from profiler.commands.run import build_parser, build_spec
+    from memsight.profiler.commands.run import build_parser, build_spec
 
     options = build_parser().parse_args([f"--cuda-history={value}"])
     build_spec(options, "t.py", False, [])
 
 
 def test_cuda_history_without_a_number_keeps_100000_entries(tmp_path: Path) -> None:
-    from profiler.commands.run import build_parser, build_spec
+    from memsight.profiler.commands.run import build_parser, build_spec
 
     script = tmp_path / "t.py"
     script.write_text("")

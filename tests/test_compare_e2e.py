@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from profiler.gates import GATE_FAILED
+from memsight.profiler.gates import GATE_FAILED
 from tests.support import ROOT, run_cli, run_memsight, write_script
 
 pytestmark = pytest.mark.slow

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from profiler.comparison import Change, compare, growth_per_iteration
-from profiler.diagnosis import diagnose
-from profiler.gates import findings_failures, growth_failures, parse_percent, peak_failures
-from profiler.profile.model import Profile
+from memsight.profiler.comparison import Change, compare, growth_per_iteration
+from memsight.profiler.diagnosis import diagnose
+from memsight.profiler.gates import findings_failures, growth_failures, parse_percent, peak_failures
+from memsight.profiler.profile.model import Profile
 from tests.factories import GiB, MiB, profile, ram, steps, table
 
 
@@ -107,7 +107,7 @@ def test_a_bad_percentage_says_so() -> None:
 
 
 def test_runs_with_iterations_align_iteration_by_iteration() -> None:
-    from profiler.comparison import aligned_times
+    from memsight.profiler.comparison import aligned_times
 
     slow = profile(ram(12.0, 500 * MiB), steps(np.full(100, 500.0 * MiB), start=1.0, dt=0.1))
     fast = profile(ram(6.0, 500 * MiB), steps(np.full(60, 500.0 * MiB), start=0.5, dt=0.05))

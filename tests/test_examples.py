@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from examples.catalog import Example, examples
-from profiler.diagnosis import RULE_IDS
+from memsight.profiler.diagnosis import RULE_IDS
 from tests.support import check_example
 
 CPU_EXAMPLES = examples()

@@ -6,13 +6,15 @@ import ast
 import pkgutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 
-import profiler
+from memsight import profiler
 from tests.support import ROOT
 
 
 def all_profiler_modules() -> list[str]:
-    return sorted(m.name for m in pkgutil.walk_packages(profiler.__path__, "profiler."))
+    return sorted(m.name for m in pkgutil.walk_packages(profiler.__path__, "memsight.profiler."))
 
 
 def test_no_profiler_module_imports_qt() -> None:
@@ -66,18 +68,42 @@ def test_agent_and_protocol_sources_parse_as_python_3_9() -> None:
 
 
 def test_the_agent_imports_only_relatively_within_memsight() -> None:
-    # Under its private package name the agent cannot import `profiler.*` absolutely.
+    # Under its private package name the agent cannot import `memsight.profiler.*` absolutely.
     for path in AGENT_SOURCES:
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                assert not node.module.startswith(("profiler", "app")), (
+                assert not node.module.startswith(("memsight", "profiler", "app")), (
                     f"{path.name}: {node.module}"
                 )
             if isinstance(node, ast.Import):
-                assert not any(a.name.startswith(("profiler", "app")) for a in node.names), (
-                    path.name
-                )
+                assert not any(
+                    a.name.startswith(("memsight", "profiler", "app")) for a in node.names
+                ), path.name
+
+
+def _absolute_imports(path: Path) -> Iterator[str]:
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.module
+        elif isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+
+
+def test_memsight_imports_its_packages_only_under_its_one_name() -> None:
+    # memsight installs as `memsight` alone (pyproject.toml): an `import profiler` or `from app
+    # import ...` anywhere would work in a checkout and fail in an installed memsight.
+    # (ruff's TID251 says the same, but app/ and tests/gui/ may use its banned Qt names.)
+    trees = ("app", "profiler", "memsight", "tests", "benchmarks", "packaging")
+    sources = [p for top in trees for p in (ROOT / top).rglob("*.py") if p.is_file()]
+    assert len(sources) > 100
+    wrong = [
+        f"{path.relative_to(ROOT)}: {module}"
+        for path in sources
+        for module in _absolute_imports(path)
+        if module.split(".")[0] in ("app", "profiler", "memsight_resources")
+    ]
+    assert wrong == []
 
 
 def test_only_app_imports_qt() -> None:

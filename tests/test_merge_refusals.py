@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from profiler.profile.storage import load_profile
+from memsight.profiler.profile.storage import load_profile
 from tests.node_files import MS, MiB, node, two_nodes
 from tests.support import Completed, one_line, run_cli
 

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from profiler import protocol
-from profiler.output_path import OutputError, output_target, write_output
-from profiler.profile.header import file_header
-from profiler.profile.storage import load_profile
+from memsight.profiler import protocol
+from memsight.profiler.output_path import OutputError, output_target, write_output
+from memsight.profiler.profile.header import file_header
+from memsight.profiler.profile.storage import load_profile
 from tests.hostile import frames
 from tests.support import Completed, one_line, run_cli, run_plain, wait_until
 

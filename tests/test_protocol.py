@@ -5,8 +5,8 @@ import zlib
 
 import pytest
 
-from profiler import protocol
-from profiler.protocol import FrameReader, ProtocolError, TableSchema
+from memsight.profiler import protocol
+from memsight.profiler.protocol import FrameReader, ProtocolError, TableSchema
 
 
 def test_a_frame_round_trips_through_the_reader_fed_one_byte_at_a_time() -> None:

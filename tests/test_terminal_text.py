@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from profiler import protocol
-from profiler.cli import main
-from profiler.profile.writer import ProfileWriter
-from profiler.recorder.blocks import TableBuffer
-from profiler.terminal_text import terminal_safe
+from memsight.profiler import protocol
+from memsight.profiler.cli import main
+from memsight.profiler.profile.writer import ProfileWriter
+from memsight.profiler.recorder.blocks import TableBuffer
+from memsight.profiler.terminal_text import terminal_safe
 from tests.support import run_cli, write_script
 
 T0 = 5_000_000_000

@@ -63,6 +63,16 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return env
 
 
+# Where the installed environment finds memsight's core, and whether it has a top-level
+# `app` or `profiler` at all (the working directory is a fresh folder with neither).
+FIND_MEMSIGHT = """
+import importlib.util, memsight.profiler
+print(memsight.profiler.__file__)
+print(importlib.util.find_spec("app"))
+print(importlib.util.find_spec("profiler"))
+"""
+
+
 def clean_environment() -> dict[str, str]:
     """Ours without PYTHONPATH, which the test session may point at this source tree."""
     return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -86,22 +96,26 @@ def run(
 def test_the_wheel_holds_the_agent_and_every_resource(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     for needed in [
-        "profiler/agent/startup/sitecustomize.py",
-        "profiler/agent/entry.py",
-        "profiler/py.typed",
-        "memsight_resources/fixes/mixed-precision.toml",
-        "memsight_resources/report/report.html.j2",
-        "memsight_resources/report/report.js",
-        "memsight_resources/icons/memsight.svg",
-        "memsight_resources/memsight.desktop",
-        "app/main.py",
+        "memsight/__init__.py",
+        "memsight/py.typed",
+        "memsight/profiler/agent/startup/sitecustomize.py",
+        "memsight/profiler/agent/entry.py",
+        "memsight/profiler/py.typed",
+        "memsight/resources/fixes/mixed-precision.toml",
+        "memsight/resources/report/report.html.j2",
+        "memsight/resources/report/report.js",
+        "memsight/resources/icons/memsight.svg",
+        "memsight/resources/memsight.desktop",
+        "memsight/app/main.py",
     ]:
         assert needed in names, needed
-    assert not [n for n in names if n.startswith(("tests/", "examples/", "benchmarks/"))]
+    # One import name: nothing but memsight/ and its metadata at the top of site-packages.
+    top_level = {name.split("/")[0] for name in names}
+    assert {t for t in top_level if not t.endswith(".dist-info")} == {"memsight"}
 
 
 def test_version_and_help_from_the_installed_wheel(installed: Path, tmp_path: Path) -> None:
-    import profiler
+    from memsight import profiler
 
     version = run(installed, "--version", cwd=tmp_path)
     assert version.returncode == 0 and profiler.__version__ in version.stdout
@@ -135,10 +149,13 @@ def test_run_report_and_html_from_the_installed_wheel(installed: Path, tmp_path:
     )
     assert done.returncode == 0, done.stderr
     where = subprocess.run(
-        [str(installed / "bin" / "python"), "-c", "import profiler; print(profiler.__file__)"],
+        [str(installed / "bin" / "python"), "-c", FIND_MEMSIGHT],
         capture_output=True, text=True, check=True, cwd=tmp_path, env=clean_environment(),
-    ).stdout  # fmt: skip
-    assert str(installed) in where and str(ROOT) not in where
+    ).stdout.splitlines()  # fmt: skip
+    assert str(installed) in where[0] and str(ROOT) not in where[0]
+    # The one import name: the install added no generic `app` or `profiler` a user's own
+    # packages could collide with.
+    assert where[1:] == ["None", "None"]
     report = run(installed, "report", "run.memsight", "--html", "run.html", "--json", cwd=tmp_path)
     assert report.returncode == 0, report.stderr
     assert '"iterations": 5' in report.stdout and '"missing-zero-grad"' in report.stdout

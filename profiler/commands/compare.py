@@ -9,9 +9,9 @@ import json
 import sys
 from collections.abc import Sequence
 
-from profiler.command_line import ArgumentParser
-from profiler.commands.errors import error, output_error
-from profiler.comparison import (
+from memsight.profiler.command_line import ArgumentParser
+from memsight.profiler.commands.errors import error, output_error
+from memsight.profiler.comparison import (
     SIGNIFICANT_BYTES,
     SIGNIFICANT_SECONDS_SHARE,
     SIGNIFICANT_SHARE,
@@ -19,10 +19,10 @@ from profiler.comparison import (
     comparison_to_json,
     format_comparison,
 )
-from profiler.gates import GATE_FAILED, growth_failures, parse_percent
-from profiler.profile.storage import ProfileError, load_profile
-from profiler.terminal_text import terminal_safe
-from profiler.units import format_bytes
+from memsight.profiler.gates import GATE_FAILED, growth_failures, parse_percent
+from memsight.profiler.profile.storage import ProfileError, load_profile
+from memsight.profiler.terminal_text import terminal_safe
+from memsight.profiler.units import format_bytes
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -74,8 +74,8 @@ def cmd_compare(argv: Sequence[str]) -> int:
         return error(str(exc))
     comparison = compare(before, after)
     if options.html is not None:
-        from profiler.output_path import OutputError, output_target, write_output
-        from profiler.report.compare_html import render_compare_html
+        from memsight.profiler.output_path import OutputError, output_target, write_output
+        from memsight.profiler.report.compare_html import render_compare_html
 
         try:
             target = output_target(options.html)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import sys
 
-from profiler.output_path import OutputError, output_failure
-from profiler.terminal_text import terminal_safe
+from memsight.profiler.output_path import OutputError, output_failure
+from memsight.profiler.terminal_text import terminal_safe
 
 
 def error(message: str, status: int = 1) -> int:

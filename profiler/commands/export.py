@@ -7,12 +7,12 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from profiler.command_line import ArgumentParser, UsageError
-from profiler.commands.errors import error, output_error
-from profiler.profile.storage import ProfileError, load_profile
-from profiler.terminal_text import terminal_safe
-from profiler.typed_values import integer_between, shown
-from profiler.units import format_bytes
+from memsight.profiler.command_line import ArgumentParser, UsageError
+from memsight.profiler.commands.errors import error, output_error
+from memsight.profiler.profile.storage import ProfileError, load_profile
+from memsight.profiler.terminal_text import terminal_safe
+from memsight.profiler.typed_values import integer_between, shown
+from memsight.profiler.units import format_bytes
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -66,9 +66,13 @@ def _snapshot_choice(text: str) -> str:
 
 
 def cmd_export(argv: Sequence[str]) -> int:
-    from profiler.output_path import OutputError, output_target, write_output
-    from profiler.profile.attachments import choose_snapshot, cuda_snapshots, describe_snapshot
-    from profiler.profile.storage import read_attachment
+    from memsight.profiler.output_path import OutputError, output_target, write_output
+    from memsight.profiler.profile.attachments import (
+        choose_snapshot,
+        cuda_snapshots,
+        describe_snapshot,
+    )
+    from memsight.profiler.profile.storage import read_attachment
 
     options = build_parser().parse_args(argv)
     if options.memory_viz is None and not options.list:

@@ -10,7 +10,7 @@ def cmd_gui(argv: Sequence[str]) -> int:
     try:
         # The one place the core reaches the app: `memsight` with no command starts it, when
         # this installation has it (a core-only install prints how to work without it).
-        from app.main import run_gui  # type: ignore[import-not-found,unused-ignore]  # noqa: TID251
+        from memsight.app.main import run_gui  # type: ignore[import-not-found,unused-ignore]  # noqa: TID251
     except ImportError:
         sys.stderr.write(
             "memsight: the desktop app is not part of this installation; "

@@ -8,18 +8,18 @@ import os
 import sys
 from collections.abc import Sequence
 
-from profiler.command_line import ArgumentParser
-from profiler.commands.errors import error, output_error
-from profiler.output_path import OutputError, output_target
-from profiler.profile.merge import (
+from memsight.profiler.command_line import ArgumentParser
+from memsight.profiler.commands.errors import error, output_error
+from memsight.profiler.output_path import OutputError, output_target
+from memsight.profiler.profile.merge import (
     ALIGNMENT_ERROR_MS,
     MAX_CLOCK_SPREAD,
     MergeError,
     MergeRefused,
     merge_profiles,
 )
-from profiler.profile.storage import ProfileError
-from profiler.terminal_text import terminal_safe
+from memsight.profiler.profile.storage import ProfileError
+from memsight.profiler.terminal_text import terminal_safe
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -10,17 +10,17 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from profiler.command_line import ArgumentParser, UsageError
-from profiler.commands.errors import error, output_error
-from profiler.profile.storage import ProfileError, load_profile
-from profiler.profile.summary import format_text, summarize, to_json
-from profiler.terminal_text import terminal_safe
-from profiler.typed_values import integer_between, shown
-from profiler.units import format_bytes, format_duration
+from memsight.profiler.command_line import ArgumentParser, UsageError
+from memsight.profiler.commands.errors import error, output_error
+from memsight.profiler.profile.storage import ProfileError, load_profile
+from memsight.profiler.profile.summary import format_text, summarize, to_json
+from memsight.profiler.terminal_text import terminal_safe
+from memsight.profiler.typed_values import integer_between, shown
+from memsight.profiler.units import format_bytes, format_duration
 
 if TYPE_CHECKING:
-    from profiler.diagnosis import Diagnosis
-    from profiler.profile.model import Profile
+    from memsight.profiler.diagnosis import Diagnosis
+    from memsight.profiler.profile.model import Profile
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,8 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _write_html(profile: Profile, diagnosis: Diagnosis, out: str) -> int:
     """Write the HTML report by the one output rule (profiler/output_path.py); the status."""
-    from profiler.output_path import OutputError, output_target
-    from profiler.report import write_html
+    from memsight.profiler.output_path import OutputError, output_target
+    from memsight.profiler.report import write_html
 
     try:
         size = write_html(profile, output_target(out), diagnosis)
@@ -104,15 +104,15 @@ def cmd_report(argv: Sequence[str]) -> int:
         profile = load_profile(options.profile)
     except ProfileError as exc:
         return error(str(exc))
-    from profiler.diagnosis import diagnose, finding_to_json
-    from profiler.diagnosis.text import format_findings
+    from memsight.profiler.diagnosis import diagnose, finding_to_json
+    from memsight.profiler.diagnosis.text import format_findings
 
     if options.since is not None and options.contents is None:
         sys.stderr.write("memsight: error: --since needs --contents\n")
         return 2
     contents: dict[str, Any] | None = None
     if options.contents is not None:
-        from profiler.diagnosis.contents import contents_json, format_contents
+        from memsight.profiler.diagnosis.contents import contents_json, format_contents
 
         try:
             if not options.json:

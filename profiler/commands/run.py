@@ -16,11 +16,11 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from profiler.command_line import ArgumentParser, UsageError
-from profiler.commands.run_gates import check_options, read_check_baseline, run_check
-from profiler.gates import FAIL_ON, GATE_FAILED
-from profiler.launch.launchers import python_program_on_path
-from profiler.launch.preflight import (
+from memsight.profiler.command_line import ArgumentParser, UsageError
+from memsight.profiler.commands.run_gates import check_options, read_check_baseline, run_check
+from memsight.profiler.gates import FAIL_ON, GATE_FAILED
+from memsight.profiler.launch.launchers import python_program_on_path
+from memsight.profiler.launch.preflight import (
     MAX_CENSUS_EVERY,
     MAX_INTERVAL_MS,
     MIN_INTERVAL_MS,
@@ -32,21 +32,21 @@ from profiler.launch.preflight import (
     interval_from_text,
     ram_budget_from_text,
 )
-from profiler.launch.runtime import default_python
-from profiler.launch.spec import (
+from memsight.profiler.launch.runtime import default_python
+from memsight.profiler.launch.spec import (
     DEFAULT_CUDA_HISTORY,
     DEFAULT_INTERVAL_MS,
     RunSpec,
     default_profile_name,
 )
-from profiler.profile.storage import ProfileError, load_profile
-from profiler.profile.summary import sampling_behind_text, sampling_pace, summarize
-from profiler.terminal_text import terminal_safe
-from profiler.typed_values import MAX_PERCENT, integer_between
-from profiler.units import format_bytes, format_duration
+from memsight.profiler.profile.storage import ProfileError, load_profile
+from memsight.profiler.profile.summary import sampling_behind_text, sampling_pace, summarize
+from memsight.profiler.terminal_text import terminal_safe
+from memsight.profiler.typed_values import MAX_PERCENT, integer_between
+from memsight.profiler.units import format_bytes, format_duration
 
 if TYPE_CHECKING:
-    from profiler.recorder.session import Recording
+    from memsight.profiler.recorder.session import Recording
 
 # Entries of the allocator's history: 100 times the default, already gigabytes of stacks.
 MAX_CUDA_HISTORY = 10_000_000
@@ -280,7 +280,7 @@ def _problem_text(problem: Problem) -> str:
 
 def _out_path(spec: RunSpec, out: str | None) -> Path:
     if out is not None:
-        from profiler.output_path import OutputError, output_target
+        from memsight.profiler.output_path import OutputError, output_target
 
         try:
             target = output_target(out)
@@ -326,7 +326,7 @@ _FORWARDED_SIGNALS = (
 def cmd_run(argv: Sequence[str], end_like_target: bool = False) -> int:
     """Record one run. `end_like_target`: as the program itself (not called from code), die
     by the signal that killed the target instead of returning 128+N."""
-    from profiler.recorder.session import Recording
+    from memsight.profiler.recorder.session import Recording
 
     option_args, target, is_module, target_args = split_run_args(argv)
     options = build_parser().parse_args(option_args)
@@ -475,7 +475,7 @@ def _report_saved(path: Path) -> None:
     peak = f", peak RAM {format_bytes(s.ram.bytes)}" if s.ram else ""
     if s.gpu_allocated:
         peak += f", peak GPU allocated {format_bytes(s.gpu_allocated.bytes)}"
-    from profiler.diagnosis import diagnose
+    from memsight.profiler.diagnosis import diagnose
 
     findings = diagnose(profile).findings
     found = (

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from profiler.command_line import UsageError
-from profiler.gates import (
+from memsight.profiler.command_line import UsageError
+from memsight.profiler.gates import (
     Baseline,
     baseline_failures,
     findings_failures,
@@ -21,10 +21,10 @@ from profiler.gates import (
     peak_failures,
     read_baseline,
 )
-from profiler.profile.storage import ProfileError, load_profile
-from profiler.profile.summary import format_text
-from profiler.terminal_text import terminal_safe
-from profiler.typed_values import size_between
+from memsight.profiler.profile.storage import ProfileError, load_profile
+from memsight.profiler.profile.summary import format_text
+from memsight.profiler.terminal_text import terminal_safe
+from memsight.profiler.typed_values import size_between
 
 T = TypeVar("T")
 
@@ -88,8 +88,8 @@ def read_check_baseline(check: CheckOptions | None) -> Baseline | None:
 
 def run_check(out: Path, check: CheckOptions, baseline: Baseline | None, quiet: bool) -> list[str]:
     """The report of the finished run, then every gate that failed, one line each."""
-    from profiler.diagnosis import diagnose
-    from profiler.diagnosis.text import format_findings
+    from memsight.profiler.diagnosis import diagnose
+    from memsight.profiler.diagnosis.text import format_findings
 
     try:
         profile = load_profile(out)

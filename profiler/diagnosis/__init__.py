@@ -12,14 +12,21 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field, replace
 
-from profiler.diagnosis.config import DEFAULT_CONFIG, DiagnosisConfig
-from profiler.diagnosis.finding import Evidence, Finding, Location
-from profiler.diagnosis.fixes import Fix, RunContext, choose_fixes, get_fix, get_fixes, run_context
-from profiler.diagnosis.job import with_other_ranks
-from profiler.diagnosis.rules import ALL_RULES, JOB_RULES
-from profiler.diagnosis.span import up_to_script_end
-from profiler.profile.model import Profile
-from profiler.profile.processes import ProcessInfo, job_processes
+from memsight.profiler.diagnosis.config import DEFAULT_CONFIG, DiagnosisConfig
+from memsight.profiler.diagnosis.finding import Evidence, Finding, Location
+from memsight.profiler.diagnosis.fixes import (
+    Fix,
+    RunContext,
+    choose_fixes,
+    get_fix,
+    get_fixes,
+    run_context,
+)
+from memsight.profiler.diagnosis.job import with_other_ranks
+from memsight.profiler.diagnosis.rules import ALL_RULES, JOB_RULES
+from memsight.profiler.diagnosis.span import up_to_script_end
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.profile.processes import ProcessInfo, job_processes
 
 __all__ = [
     "DEFAULT_CONFIG",

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from profiler import protocol
-from profiler.diagnosis.config import DiagnosisConfig
-from profiler.diagnosis.signals import breakdown, forward_rows, gpu_devices, gpu_rows
-from profiler.profile.model import Profile
+from memsight.profiler import protocol
+from memsight.profiler.diagnosis.config import DiagnosisConfig
+from memsight.profiler.diagnosis.signals import breakdown, forward_rows, gpu_devices, gpu_rows
+from memsight.profiler.profile.model import Profile
 
 
 @dataclass(frozen=True)

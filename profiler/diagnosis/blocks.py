@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from profiler.diagnosis.finding import Location
-from profiler.diagnosis.where import parse_traceback, user_frame
-from profiler.profile.model import Event, Profile
-from profiler.units import format_bytes
+from memsight.profiler.diagnosis.finding import Location
+from memsight.profiler.diagnosis.where import parse_traceback, user_frame
+from memsight.profiler.profile.model import Event, Profile
+from memsight.profiler.units import format_bytes
 
 MAX_LOCATIONS = 3  # lines named for the largest blocks
 AFTER_EXCEPTION_S = 1.0  # an uncaught error's own summary comes this long after it at most

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from profiler.profile.model import Profile
-from profiler.profile.processes import ROLE_DATALOADER_WORKER, ROLE_RANK
-from profiler.profile.summary import summarize
-from profiler.units import format_bytes, format_duration
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.profile.processes import ROLE_DATALOADER_WORKER, ROLE_RANK
+from memsight.profiler.profile.summary import summarize
+from memsight.profiler.units import format_bytes, format_duration
 
 COMMAND_CHARS = 120
 

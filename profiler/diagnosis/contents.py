@@ -12,8 +12,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from profiler.profile.model import Profile
-from profiler.units import format_bytes, format_signed_bytes
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.units import format_bytes, format_signed_bytes
 
 OOM = "oom"  # a census taken as an out-of-memory error was raised (event key `at`)
 

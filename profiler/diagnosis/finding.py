@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from profiler.profile.processes import ProcessInfo
-from profiler.units import format_bytes, format_duration
+from memsight.profiler.profile.processes import ProcessInfo
+from memsight.profiler.units import format_bytes, format_duration
 
 Severity = Literal["critical", "warning", "info"]
 SEVERITY_ORDER: dict[str, int] = {"critical": 0, "warning": 1, "info": 2}

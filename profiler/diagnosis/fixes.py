@@ -27,8 +27,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from profiler import resources
-from profiler.profile.model import Profile
+from memsight.profiler import resources
+from memsight.profiler.profile.model import Profile
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -16,8 +16,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from profiler.diagnosis.config import DiagnosisConfig
-from profiler.diagnosis.signals import (
+from memsight.profiler.diagnosis.config import DiagnosisConfig
+from memsight.profiler.diagnosis.signals import (
     FloatArray,
     IterationLevels,
     LinearFit,
@@ -28,9 +28,9 @@ from profiler.diagnosis.signals import (
     live_levels,
     sampled_series,
 )
-from profiler.diagnosis.span import script_end, trend_start
-from profiler.profile.model import Profile
-from profiler.profile.series import iterations
+from memsight.profiler.diagnosis.span import script_end, trend_start
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.profile.series import iterations
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from profiler.diagnosis.adders import adding_line, binding_line, enclosing_function, source_line
-from profiler.diagnosis.contents import (
+from memsight.profiler.diagnosis.adders import (
+    adding_line,
+    binding_line,
+    enclosing_function,
+    source_line,
+)
+from memsight.profiler.diagnosis.contents import (
     Census,
     census_label,
     censuses,
@@ -24,10 +29,10 @@ from profiler.diagnosis.contents import (
     is_partial,
     partial_text,
 )
-from profiler.diagnosis.finding import Location
-from profiler.profile.model import Profile
-from profiler.protocol import OPTIMIZER_STEPS
-from profiler.units import format_bytes
+from memsight.profiler.diagnosis.finding import Location
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.protocol import OPTIMIZER_STEPS
+from memsight.profiler.units import format_bytes
 
 MAX_HOLDERS = 3
 MIN_SHARE = 0.05  # of the growth per iteration: smaller gains are noise, not the leak

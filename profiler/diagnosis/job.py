@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from profiler import protocol
-from profiler.diagnosis.finding import Finding
-from profiler.diagnosis.signals import step_at
-from profiler.profile.model import Profile
-from profiler.profile.processes import ROLE_RANK
+from memsight.profiler import protocol
+from memsight.profiler.diagnosis.finding import Finding
+from memsight.profiler.diagnosis.signals import step_at
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.profile.processes import ROLE_RANK
 
 # Findings about one rank that the other ranks' state at their moment explains better.
 _ERROR_RULES = frozenset({"out-of-memory", "run-failed"})

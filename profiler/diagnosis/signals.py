@@ -11,11 +11,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from profiler import protocol
-from profiler.diagnosis.config import DiagnosisConfig
-from profiler.profile.model import Event, Profile, SampleTable
-from profiler.profile.series import Iterations, iterations, process_tree
-from profiler.protocol import OPTIMIZER_STEPS
+from memsight.profiler import protocol
+from memsight.profiler.diagnosis.config import DiagnosisConfig
+from memsight.profiler.profile.model import Event, Profile, SampleTable
+from memsight.profiler.profile.series import Iterations, iterations, process_tree
+from memsight.profiler.protocol import OPTIMIZER_STEPS
 
 FloatArray = np.ndarray
 

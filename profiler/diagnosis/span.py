@@ -21,7 +21,7 @@ after the mark and every rule still reads them.
 
 from __future__ import annotations
 
-from profiler.profile.model import Profile
+from memsight.profiler.profile.model import Profile
 
 SCRIPT_END = "script_end"
 TORCH_IMPORTED = "torch_imported"

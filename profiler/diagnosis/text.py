@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import textwrap
 
-from profiler.diagnosis import Diagnosis, Finding, get_fixes
-from profiler.diagnosis.finding import Location, severity_counts
-from profiler.terminal_text import terminal_safe
+from memsight.profiler.diagnosis import Diagnosis, Finding, get_fixes
+from memsight.profiler.diagnosis.finding import Location, severity_counts
+from memsight.profiler.terminal_text import terminal_safe
 
 WIDTH = 96
 INDENT = "    "

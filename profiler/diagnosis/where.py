@@ -17,9 +17,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from profiler.codefiles import is_library_file, is_pseudo_file
-from profiler.diagnosis.finding import Location
-from profiler.profile.model import RunInfo
+from memsight.profiler.codefiles import is_library_file, is_pseudo_file
+from memsight.profiler.diagnosis.finding import Location
+from memsight.profiler.profile.model import RunInfo
 
 SYNTAX_ERRORS = ("SyntaxError", "IndentationError", "TabError")
 # "'(' was never closed (train.py, line 3)": where a SyntaxError is; Python names the file

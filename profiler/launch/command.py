@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from profiler.launch.spec import RunSpec
-from profiler.protocol import AGENT_ENV
+from memsight.profiler.launch.spec import RunSpec
+from memsight.profiler.protocol import AGENT_ENV
 
 PYTHONPATH = "PYTHONPATH"
 

@@ -15,8 +15,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from profiler.launch.spec import RunSpec
-from profiler.typed_values import (
+from memsight.profiler.launch.spec import RunSpec
+from memsight.profiler.typed_values import (
     OutOfRange,
     integer_between,
     number_between,

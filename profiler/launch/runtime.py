@@ -33,4 +33,4 @@ def recorder_host_command() -> list[str]:
     parent = str(os.getpid())
     if FROZEN:
         return [sys.executable, RECORDER_HOST_FLAG, parent]
-    return [sys.executable, "-m", "profiler.recorder.host", parent]
+    return [sys.executable, "-m", "memsight.profiler.recorder.host", parent]

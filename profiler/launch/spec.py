@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from profiler.launch.runtime import default_python
+from memsight.profiler.launch.runtime import default_python
 
 DEFAULT_INTERVAL_MS = 10.0
 # Trace entries the CUDA allocator keeps under `--cuda-history` without a number (a ring buffer:

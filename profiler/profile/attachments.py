@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from profiler.profile.model import Profile
-from profiler.units import format_bytes, format_duration
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.units import format_bytes, format_duration
 
 REASON_WORDS = {
     "oom": "taken at an out-of-memory error",

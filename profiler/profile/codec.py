@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from profiler import protocol
-from profiler.protocol import ProtocolError, TableSchema
+from memsight.profiler import protocol
+from memsight.profiler.protocol import ProtocolError, TableSchema
 
 COUNT_SIZE = 4  # the u32 row count that opens ROWS_DELTA and COLUMNS_PACKED blocks
 

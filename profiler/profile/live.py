@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import queue
 
-from profiler import protocol
-from profiler.profile.model import Profile
-from profiler.profile.replay import ProfileBuilder
-from profiler.protocol import FrameReader
+from memsight.profiler import protocol
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.profile.replay import ProfileBuilder
+from memsight.profiler.protocol import FrameReader
 
 
 class LiveProfile:

@@ -35,19 +35,19 @@ from typing import Any
 
 import numpy as np
 
-from profiler import protocol
-from profiler.output_path import OutputTarget, write_output
-from profiler.profile import codec
-from profiler.profile.header import PROCESSES_VERSION, file_header
-from profiler.profile.model import TIME_COLUMNS, Profile
-from profiler.profile.processes import (
+from memsight.profiler import protocol
+from memsight.profiler.output_path import OutputTarget, write_output
+from memsight.profiler.profile import codec
+from memsight.profiler.profile.header import PROCESSES_VERSION, file_header
+from memsight.profiler.profile.model import TIME_COLUMNS, Profile
+from memsight.profiler.profile.processes import (
     PROC_COLUMN,
     ProcessInfo,
     shared_table_base,
     shared_table_name,
 )
-from profiler.profile.storage import read_frames
-from profiler.protocol import TableSchema
+from memsight.profiler.profile.storage import read_frames
+from memsight.profiler.protocol import TableSchema
 
 ALIGNMENT_ERROR_MS = 1.0  # two start times rounded to the millisecond
 # The nodes of one job start within minutes of each other; a week covers a job queued on one

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from profiler.profile.columns import ColumnStore
-from profiler.profile.processes import ProcessInfo, ended_by
+from memsight.profiler.profile.columns import ColumnStore
+from memsight.profiler.profile.processes import ProcessInfo, ended_by
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

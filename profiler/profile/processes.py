@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from profiler import protocol
+from memsight.profiler import protocol
 
 if TYPE_CHECKING:
-    from profiler.profile.model import Profile
+    from memsight.profiler.profile.model import Profile
 
 # The tables of processes k >= 1: one per kind for all of them, named PREFIX + the kind's name
 # (procs_ram, procs_steps, ...), with the kind's columns and a "proc" column after "t".

@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from profiler import protocol
-from profiler.profile import codec
-from profiler.profile.model import (
+from memsight.profiler import protocol
+from memsight.profiler.profile import codec
+from memsight.profiler.profile.model import (
     TIME_COLUMNS,
     ChildProcess,
     DeviceInfo,
@@ -23,13 +23,13 @@ from profiler.profile.model import (
     RunInfo,
     SampleTable,
 )
-from profiler.profile.processes import (
+from memsight.profiler.profile.processes import (
     MAX_PROCESSES,
     PROC_COLUMN,
     ProcessInfo,
     shared_table_base,
 )
-from profiler.protocol import ProtocolError, TableSchema
+from memsight.profiler.protocol import ProtocolError, TableSchema
 
 # A process' agent says hello this long after its start at most (an interpreter starting on a
 # busy machine); a start said to be earlier is on another clock, and its hello's time is used.

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from profiler import protocol
-from profiler.profile.model import FloatArray, Profile, SampleTable
-from profiler.protocol import BACKWARD_PASSES, FORWARD_PASSES, OPTIMIZER_STEPS
+from memsight.profiler import protocol
+from memsight.profiler.profile.model import FloatArray, Profile, SampleTable
+from memsight.profiler.protocol import BACKWARD_PASSES, FORWARD_PASSES, OPTIMIZER_STEPS
 
 IntArray = npt.NDArray[np.int64]
 

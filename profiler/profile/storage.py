@@ -16,10 +16,10 @@ import zlib
 from collections.abc import Generator, Iterator
 from typing import Any
 
-from profiler import protocol
-from profiler.output_path import OutputError, output_target, write_output
-from profiler.profile import codec
-from profiler.profile.header import (
+from memsight.profiler import protocol
+from memsight.profiler.output_path import OutputError, output_target, write_output
+from memsight.profiler.profile import codec
+from memsight.profiler.profile.header import (
     ATTACHMENTS_VERSION,
     FILE_HEADER,
     FLAG_WHOLE,
@@ -27,12 +27,12 @@ from profiler.profile.header import (
     MAGIC,
     file_header,
 )
-from profiler.profile.model import Damage, Profile
-from profiler.profile.replay import (
+from memsight.profiler.profile.model import Damage, Profile
+from memsight.profiler.profile.replay import (
     DecodeBudget,
     ProfileBuilder,
 )
-from profiler.protocol import ProtocolError, TableSchema
+from memsight.profiler.protocol import ProtocolError, TableSchema
 
 # Limits on what a file can make the loader allocate (docs/profile-format.md#limits). A real
 # recording holds at most 2 GiB of CUDA snapshots (recorder/snapshots.py) and 32 MiB of output

@@ -12,12 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from profiler.profile.attachments import cuda_snapshots, describe_snapshot
-from profiler.profile.model import Profile
-from profiler.profile.processes import ProcessInfo, process_exception
-from profiler.profile.series import process_tree_bytes
-from profiler.terminal_text import terminal_safe
-from profiler.units import format_bytes, format_duration
+from memsight.profiler.profile.attachments import cuda_snapshots, describe_snapshot
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.profile.processes import ProcessInfo, process_exception
+from memsight.profiler.profile.series import process_tree_bytes
+from memsight.profiler.terminal_text import terminal_safe
+from memsight.profiler.units import format_bytes, format_duration
 
 
 @dataclass(frozen=True)

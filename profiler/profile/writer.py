@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from profiler.profile.header import (
+from memsight.profiler.profile.header import (
     ATTACHMENTS_VERSION,
     BASE_VERSION,
     FILE_HEADER,

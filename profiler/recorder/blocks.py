@@ -7,9 +7,9 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from profiler import protocol
-from profiler.profile.codec import encode_row_delta
-from profiler.protocol import TableSchema
+from memsight.profiler import protocol
+from memsight.profiler.profile.codec import encode_row_delta
+from memsight.profiler.protocol import TableSchema
 
 # Blocks smaller than this are stored uncompressed: zlib's own header would outweigh the gain.
 COMPRESS_FROM = 128

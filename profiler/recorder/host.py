@@ -25,10 +25,10 @@ import sys
 import threading
 from typing import BinaryIO
 
-from profiler.launch.runtime import RECORDER_HOST_FLAG
-from profiler.launch.spec import spec_from_json
-from profiler.recorder import lifetime
-from profiler.recorder.session import Recording
+from memsight.profiler.launch.runtime import RECORDER_HOST_FLAG
+from memsight.profiler.launch.spec import spec_from_json
+from memsight.profiler.recorder import lifetime
+from memsight.profiler.recorder.session import Recording
 
 START_FAILED = 3
 

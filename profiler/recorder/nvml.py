@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from profiler.recorder.blocks import TableBuffer
+from memsight.profiler.recorder.blocks import TableBuffer
 
 
 def load_nvml() -> Any | None:

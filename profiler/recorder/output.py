@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from profiler import protocol
+from memsight.profiler import protocol
 
 RECORD_LIMIT = 32 * 1024 * 1024
 

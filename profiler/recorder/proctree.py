@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from profiler import protocol
+from memsight.profiler import protocol
 
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 IS_LINUX = sys.platform.startswith("linux") and os.path.isdir("/proc/self")

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from profiler import protocol
-from profiler.recorder import proctree
-from profiler.recorder.blocks import TableBuffer
+from memsight.profiler import protocol
+from memsight.profiler.recorder import proctree
+from memsight.profiler.recorder.blocks import TableBuffer
 
 EmitEvent = Callable[..., None]
 SYSTEM_EVERY_NS = 100_000_000

@@ -18,8 +18,8 @@ import threading
 import time
 from typing import Any, Protocol
 
-from profiler import protocol
-from profiler.protocol import FrameReader, ProtocolError, TableSchema
+from memsight.profiler import protocol
+from memsight.profiler.protocol import FrameReader, ProtocolError, TableSchema
 
 HELLO_TIMEOUT_S = 5.0
 MAX_HELLO = 64 * 1024

@@ -21,24 +21,24 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import profiler
-from profiler import protocol
-from profiler.launch.command import build_launch
-from profiler.launch.spec import ExitStatus, RunSpec
-from profiler.profile.processes import PROC_COLUMN, shared_table_name
-from profiler.profile.storage import ProfileError, compact_profile
-from profiler.profile.writer import ProfileWriter
-from profiler.protocol import CHILD_TABLE, NVML_TABLE, RAM_TABLE, TableSchema
-from profiler.recorder import nvml as nvml_mod
-from profiler.recorder import proctree
-from profiler.recorder.blocks import TableBuffer
-from profiler.recorder.output import OutputPump
-from profiler.recorder.sampler import HostSampler, TreeWatcher
-from profiler.recorder.server import AgentServer
-from profiler.recorder.snapshots import SnapshotStore
-from profiler.recorder.target import STOP_GRACE_S, Target
-from profiler.recorder.terminal import Terminal
-from profiler.terminal_text import terminal_safe
+from memsight import profiler
+from memsight.profiler import protocol
+from memsight.profiler.launch.command import build_launch
+from memsight.profiler.launch.spec import ExitStatus, RunSpec
+from memsight.profiler.profile.processes import PROC_COLUMN, shared_table_name
+from memsight.profiler.profile.storage import ProfileError, compact_profile
+from memsight.profiler.profile.writer import ProfileWriter
+from memsight.profiler.protocol import CHILD_TABLE, NVML_TABLE, RAM_TABLE, TableSchema
+from memsight.profiler.recorder import nvml as nvml_mod
+from memsight.profiler.recorder import proctree
+from memsight.profiler.recorder.blocks import TableBuffer
+from memsight.profiler.recorder.output import OutputPump
+from memsight.profiler.recorder.sampler import HostSampler, TreeWatcher
+from memsight.profiler.recorder.server import AgentServer
+from memsight.profiler.recorder.snapshots import SnapshotStore
+from memsight.profiler.recorder.target import STOP_GRACE_S, Target
+from memsight.profiler.recorder.terminal import Terminal
+from memsight.profiler.terminal_text import terminal_safe
 
 FLUSH_S = 0.2
 # How often orphans adopted during the run are reaped (else they stay zombies until the end).

@@ -28,7 +28,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from profiler import protocol
+from memsight.profiler import protocol
 
 SNAPSHOT_NAME = re.compile(r"snapshot-(\d{1,6})\.pickle")
 REASONS = frozenset({"oom", "exception", "exit"})

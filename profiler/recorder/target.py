@@ -21,11 +21,11 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from profiler import protocol
-from profiler.launch.command import LaunchPlan
-from profiler.recorder import lifetime, proctree
-from profiler.recorder.output import FileTail, StreamChannel, regular_file_tails
-from profiler.recorder.terminal import Terminal, terminal_fds
+from memsight.profiler import protocol
+from memsight.profiler.launch.command import LaunchPlan
+from memsight.profiler.recorder import lifetime, proctree
+from memsight.profiler.recorder.output import FileTail, StreamChannel, regular_file_tails
+from memsight.profiler.recorder.terminal import Terminal, terminal_fds
 
 # How long the target's leftover processes get to exit on SIGTERM after it ended.
 ORPHAN_GRACE_S = 1.0

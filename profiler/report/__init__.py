@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from profiler.report.html import render_html, write_html
+from memsight.profiler.report.html import render_html, write_html
 
 __all__ = ["render_html", "write_html"]

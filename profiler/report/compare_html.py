@@ -12,18 +12,18 @@ from typing import Any
 
 import numpy as np
 
-from profiler.comparison import Comparison, aligned_times, change_text, changes, value_text
-from profiler.diagnosis import Finding
-from profiler.profile.model import Profile
-from profiler.profile.series import (
+from memsight.profiler.comparison import Comparison, aligned_times, change_text, changes, value_text
+from memsight.profiler.diagnosis import Finding
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.profile.series import (
     AFTER_TREE,
     BEFORE_TREE,
     Series,
     memory_name,
     process_tree_bytes,
 )
-from profiler.report.data import chart_series
-from profiler.report.html import template_environment
+from memsight.profiler.report.data import chart_series
+from memsight.profiler.report.html import template_environment
 
 TEMPLATE = "compare.html.j2"
 

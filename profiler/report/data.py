@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from profiler.diagnosis import Diagnosis, get_fix
-from profiler.diagnosis.contents import (
+from memsight.profiler.diagnosis import Diagnosis, get_fix
+from memsight.profiler.diagnosis.contents import (
     ContentsRow,
     census_label,
     censuses,
@@ -22,11 +22,11 @@ from profiler.diagnosis.contents import (
     partial_text,
     size_text,
 )
-from profiler.diagnosis.finding import SEVERITY_LABELS, Location
-from profiler.diagnosis.signals import final_exception, gpu_devices, gpu_rows, ram_capacity
-from profiler.diagnosis.where import is_user_frame, parse_traceback, script_path
-from profiler.profile.model import Profile
-from profiler.profile.series import (
+from memsight.profiler.diagnosis.finding import SEVERITY_LABELS, Location
+from memsight.profiler.diagnosis.signals import final_exception, gpu_devices, gpu_rows, ram_capacity
+from memsight.profiler.diagnosis.where import is_user_frame, parse_traceback, script_path
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.profile.series import (
     DEVICE_USED,
     GPU_ALLOCATED_PEAK,
     GPU_RESERVED_PEAK,
@@ -37,7 +37,7 @@ from profiler.profile.series import (
     memory_name,
     process_tree_bytes,
 )
-from profiler.profile.summary import (
+from memsight.profiler.profile.summary import (
     process_row,
     sampling_behind_text,
     sampling_pace,
@@ -45,9 +45,9 @@ from profiler.profile.summary import (
     summarize_processes,
     unrecorded_output,
 )
-from profiler.protocol import STDERR
-from profiler.report.decimate import envelope
-from profiler.units import format_bytes, format_duration, format_signed_bytes
+from memsight.profiler.protocol import STDERR
+from memsight.profiler.report.decimate import envelope
+from memsight.profiler.units import format_bytes, format_duration, format_signed_bytes
 
 CHART_BUCKETS = 1500  # points per series: 2 per bucket, about one per pixel of a wide chart
 MAX_MARKERS = 2000  # iteration ticks drawn; beyond that every k-th step

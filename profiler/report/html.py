@@ -15,13 +15,13 @@ from pathlib import Path
 
 import jinja2
 
-from profiler import resources
-from profiler.diagnosis import Diagnosis, diagnose
-from profiler.diagnosis.finding import SEVERITY_COLORS
-from profiler.output_path import OutputTarget, write_output
-from profiler.profile.model import Profile
-from profiler.profile.series import MARK_COLORS
-from profiler.report.data import report_context
+from memsight.profiler import resources
+from memsight.profiler.diagnosis import Diagnosis, diagnose
+from memsight.profiler.diagnosis.finding import SEVERITY_COLORS
+from memsight.profiler.output_path import OutputTarget, write_output
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.profile.series import MARK_COLORS
+from memsight.profiler.report.data import report_context
 
 TEMPLATE = "report.html.j2"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from profiler import protocol
+from memsight.profiler import protocol
 
 
 class CollectingAgent:

@@ -19,8 +19,8 @@ from typing import Any, ClassVar
 import pytest
 import torch
 
-from profiler.agent.census import Census, safe_to_run, take_census
-from profiler.agent.heap import HeapReader
+from memsight.profiler.agent.census import Census, safe_to_run, take_census
+from memsight.profiler.agent.heap import HeapReader
 
 FULL = 30.0  # seconds: a census that is not meant to stop early
 MB = 1_000_000
@@ -568,8 +568,8 @@ def test_memsights_own_frames_and_objects_are_not_holders() -> None:
 
 def test_comparing_two_censuses_shows_the_holder_that_grew() -> None:
     # The diagnosis' comparison (profiler/diagnosis/contents.py), on real censuses.
-    from profiler.diagnosis.contents import Census as Taken
-    from profiler.diagnosis.contents import changes
+    from memsight.profiler.diagnosis.contents import Census as Taken
+    from memsight.profiler.diagnosis.contents import changes
 
     def taken(data: dict[str, Any]) -> Taken:
         return Taken(0.0, "optimizer steps", 1, data)

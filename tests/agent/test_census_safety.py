@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 import torch
 
-from profiler.agent import census as census_module
-from profiler.agent import (
+from memsight.profiler.agent import census as census_module
+from memsight.profiler.agent import (
     census_limits,
     census_objects,
     census_roots,
@@ -32,8 +32,8 @@ from profiler.agent import (
     census_tensors,
     census_walk,
 )
-from profiler.agent.census import Census, take_census, unsafe_because
-from profiler.agent.port import AgentPort
+from memsight.profiler.agent.census import Census, take_census, unsafe_because
+from memsight.profiler.agent.port import AgentPort
 
 FULL = 30.0
 CLOCK_STEP = 0.001  # seconds the fake clock advances at each reading
@@ -59,7 +59,7 @@ def stepping_clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
         readings[0] += 1
         return start + readings[0] * CLOCK_STEP
 
-    monkeypatch.setattr("profiler.agent.census.time.perf_counter", clock)
+    monkeypatch.setattr("memsight.profiler.agent.census.time.perf_counter", clock)
     yield readings
 
 
@@ -113,7 +113,7 @@ def _records(n: int) -> list[dict[str, Any]]:
 MEMORY_PROBE = """
 import gc, sys
 import torch
-from profiler.agent.census import take_census
+from memsight.profiler.agent.census import take_census
 
 def hwm():
     for line in open("/proc/self/status"):
@@ -320,7 +320,7 @@ def test_a_signal_handlers_exception_during_a_census_reaches_the_script() -> Non
 
 
 def test_the_schedule_lets_the_scripts_exception_through() -> None:
-    from profiler.agent.census_schedule import CensusSchedule
+    from memsight.profiler.agent.census_schedule import CensusSchedule
 
     class Agent:
         started = time.monotonic()
@@ -507,7 +507,7 @@ def test_what_changes_between_slices_is_counted_once() -> None:
 
 
 def test_the_schedule_sends_a_census_in_slices_once_whole(monkeypatch: pytest.MonkeyPatch) -> None:
-    from profiler.agent import census_schedule
+    from memsight.profiler.agent import census_schedule
 
     monkeypatch.setattr(census_schedule, "SLICES_SHARE", 1.0)
     original = census_module.take_census

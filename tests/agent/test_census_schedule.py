@@ -7,10 +7,10 @@ from typing import Any, cast
 import pytest
 import torch
 
-from profiler.agent import census_schedule
-from profiler.agent.census_schedule import CensusSchedule
-from profiler.agent.port import AgentPort
-from profiler.protocol import BACKWARD_PASSES, FORWARD_PASSES, OPTIMIZER_STEPS
+from memsight.profiler.agent import census_schedule
+from memsight.profiler.agent.census_schedule import CensusSchedule
+from memsight.profiler.agent.port import AgentPort
+from memsight.profiler.protocol import BACKWARD_PASSES, FORWARD_PASSES, OPTIMIZER_STEPS
 
 
 class Agent:
@@ -85,7 +85,7 @@ def test_a_program_without_iterations_gets_censuses_on_the_clock(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     now = [1000.0]
-    monkeypatch.setattr("profiler.agent.census_schedule.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("memsight.profiler.agent.census_schedule.time.monotonic", lambda: now[0])
     agent = Agent()  # torch imported at 1000 s
     agent.started = 1000.0  # type: ignore[attr-defined]
     schedule = CensusSchedule(cast(AgentPort, agent), torch, "auto")
@@ -107,7 +107,7 @@ def test_a_program_without_iterations_gets_censuses_on_the_clock(
 
 def test_every_n_on_the_clock_is_every_n_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
     now = [0.0]
-    monkeypatch.setattr("profiler.agent.census_schedule.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("memsight.profiler.agent.census_schedule.time.monotonic", lambda: now[0])
     agent = Agent()
     agent.started = 0.0  # type: ignore[attr-defined]
     schedule = CensusSchedule(cast(AgentPort, agent), torch, "every-3")
@@ -155,7 +155,7 @@ def test_censuses_on_the_clock_leave_the_loop_its_first_two(
     # Censuses are compared within their kind: the loop's first two start whatever the
     # budget says.
     now = [1000.0]
-    monkeypatch.setattr("profiler.agent.census_schedule.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("memsight.profiler.agent.census_schedule.time.monotonic", lambda: now[0])
     agent = Agent()
     agent.started = 1000.0  # type: ignore[attr-defined]
     schedule = CensusSchedule(cast(AgentPort, agent), torch, "auto")

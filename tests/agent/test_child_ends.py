@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from profiler.protocol import TableSchema
-from profiler.recorder.server import AgentServer
+from memsight.profiler.protocol import TableSchema
+from memsight.profiler.recorder.server import AgentServer
 from tests.support import PYTHON, child_env, find_python, wait_until
 
 REAPING = """\
 import json, multiprocessing as mp, os, signal, subprocess, sys
-from profiler.agent import ends
+from memsight.profiler.agent import ends
 
 seen = []
 ends.watch_reaped_children(lambda pid, code, sig: seen.append([pid, code, sig]))
@@ -86,7 +86,7 @@ def test_the_exception_that_ends_a_process_is_reported_in_that_process_only(
 ) -> None:
     source = """\
     import json, multiprocessing as mp, os, sys, traceback
-    from profiler.agent import ends
+    from memsight.profiler.agent import ends
 
     def report(exc):
         with open(os.environ["SEEN"] + str(os.getpid()), "w") as f:
@@ -157,7 +157,7 @@ class Collector:
 
 FORKING = """\
 import os, sys, time
-from profiler.agent.client import Agent
+from memsight.profiler.agent.client import Agent
 
 agent = Agent("127.0.0.1", int(sys.argv[1]), sys.argv[2], interval_s=0.01, hooks=False)
 agent.start()

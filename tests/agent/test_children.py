@@ -10,8 +10,8 @@ from typing import cast
 
 import pytest
 
-from profiler.agent.children import ChildEnvironment
-from profiler.protocol import AGENT_ENV
+from memsight.profiler.agent.children import ChildEnvironment
+from memsight.profiler.protocol import AGENT_ENV
 
 CONFIG = {"host": "127.0.0.1", "port": 4242, "token": "t", "pythonpath": "/the/targets"}
 STARTUP = "/memsight/agent/startup"

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from profiler import protocol
-from profiler.agent.client import Agent
-from profiler.agent.cuda import CudaSampler
-from profiler.recorder.server import AgentServer
+from memsight.profiler import protocol
+from memsight.profiler.agent.client import Agent
+from memsight.profiler.agent.cuda import CudaSampler
+from memsight.profiler.recorder.server import AgentServer
 
 GiB = 1024**3
 

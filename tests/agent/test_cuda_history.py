@@ -17,9 +17,9 @@ from typing import Any, cast
 
 import pytest
 
-from profiler.agent.port import AgentPort
-from profiler.agent.snapshots import CudaSnapshots, summarize_blocks
-from profiler.diagnosis import diagnose
+from memsight.profiler.agent.port import AgentPort
+from memsight.profiler.agent.snapshots import CudaSnapshots, summarize_blocks
+from memsight.profiler.diagnosis import diagnose
 from tests.agent import fake_cuda_allocator
 from tests.support import run_cli, run_memsight, write_script
 

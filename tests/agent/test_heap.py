@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from profiler.agent import heap as heap_module
-from profiler.agent.heap import PERIODIC_WAITS_S, READ_EVERY_S, HeapReader
-from profiler.profile.model import Profile
+from memsight.profiler.agent import heap as heap_module
+from memsight.profiler.agent.heap import PERIODIC_WAITS_S, READ_EVERY_S, HeapReader
+from memsight.profiler.profile.model import Profile
 from tests.support import (
     child_env,
     memsight_command,

@@ -22,7 +22,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
-from profiler.agent.instrument import Instrumentation
+from memsight.profiler.agent.instrument import Instrumentation
 from tests.agent.collecting_agent import CollectingAgent
 from tests.support import run_memsight, run_plain, write_script
 

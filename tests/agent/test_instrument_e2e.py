@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from profiler import protocol
-from profiler.diagnosis import diagnose
-from profiler.diagnosis.contents import census_label, censuses, contents, pick
-from profiler.profile.model import Profile
+from memsight.profiler import protocol
+from memsight.profiler.diagnosis import diagnose
+from memsight.profiler.diagnosis.contents import census_label, censuses, contents, pick
+from memsight.profiler.profile.model import Profile
 from tests.support import (
     MEMSIGHT,
     Completed,

@@ -16,11 +16,11 @@ import torch
 import torch.nn.modules.module as module_mod
 from torch import nn
 
-from profiler.agent import discovery, modes, spans
-from profiler.agent import steps as step_hooks
-from profiler.agent.breakdown import measure_breakdown
-from profiler.agent.instrument import Instrumentation
-from profiler.agent.steps import (
+from memsight.profiler.agent import discovery, modes, spans
+from memsight.profiler.agent import steps as step_hooks
+from memsight.profiler.agent.breakdown import measure_breakdown
+from memsight.profiler.agent.instrument import Instrumentation
+from memsight.profiler.agent.steps import (
     DETAIL_EVERY_NS,
     DETAIL_WARMUP_STEPS,
     LIGHT_RSS_EVERY_NS,

@@ -26,8 +26,8 @@ import torch.nn.modules.module as module_mod
 from torch import nn
 from torch.nn.utils import parametrize
 
-from profiler import protocol
-from profiler.agent.instrument import Instrumentation
+from memsight.profiler import protocol
+from memsight.profiler.agent.instrument import Instrumentation
 from tests.support import run_memsight, run_plain, write_script
 
 
@@ -195,7 +195,7 @@ def test_pickle_round_trip(hooked: Any) -> None:
     inst, agent = hooked
     model = trained(inst)
     data = pickle.dumps(model)
-    assert b"profiler" not in data  # loadable where memsight is not installed
+    assert b"profiler" not in data and b"memsight" not in data  # loadable without memsight
     assert_clean_copy(model, pickle.loads(data))
     assert_still_recorded(inst, agent, model)
 

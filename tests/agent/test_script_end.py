@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from profiler.profile.model import Profile
+from memsight.profiler.profile.model import Profile
 from tests.support import run_memsight, seconds_since_t0, write_script
 
 pytestmark = pytest.mark.slow

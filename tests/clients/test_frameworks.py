@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from profiler.diagnosis import diagnose
+from memsight.profiler.diagnosis import diagnose
 from tests.support import PYTHON, run_memsight, run_plain
 
 SCRIPTS = Path(__file__).parent / "scripts"

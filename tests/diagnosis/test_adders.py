@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from profiler.diagnosis.adders import adding_line, binding_line
+from memsight.profiler.diagnosis.adders import adding_line, binding_line
 
 SOURCE = """
 import collections

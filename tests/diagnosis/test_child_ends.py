@@ -10,16 +10,16 @@ from typing import Any
 
 import pytest
 
-from profiler import protocol
-from profiler.diagnosis import diagnose, finding_to_json
-from profiler.diagnosis.config import DEFAULT_CONFIG
-from profiler.diagnosis.rules import child_failed, child_killed, run_failed
-from profiler.profile.model import Profile
-from profiler.profile.replay import ProfileBuilder
-from profiler.profile.summary import summarize_processes, to_json
-from profiler.protocol import FrameReader
-from profiler.recorder.blocks import TableBuffer
-from profiler.recorder.session import PROCS_RAM_TABLE
+from memsight.profiler import protocol
+from memsight.profiler.diagnosis import diagnose, finding_to_json
+from memsight.profiler.diagnosis.config import DEFAULT_CONFIG
+from memsight.profiler.diagnosis.rules import child_failed, child_killed, run_failed
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.profile.replay import ProfileBuilder
+from memsight.profiler.profile.summary import summarize_processes, to_json
+from memsight.profiler.protocol import FrameReader
+from memsight.profiler.recorder.blocks import TableBuffer
+from memsight.profiler.recorder.session import PROCS_RAM_TABLE
 
 T0 = 5_000_000_000
 S = 1_000_000_000

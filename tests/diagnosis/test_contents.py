@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from profiler.diagnosis.contents import (
+from memsight.profiler.diagnosis.contents import (
     census_label,
     changes,
     contents,
@@ -12,7 +12,7 @@ from profiler.diagnosis.contents import (
     format_contents,
     pick,
 )
-from profiler.profile.model import Event
+from memsight.profiler.profile.model import Event
 from tests.factories import MiB, profile
 
 

@@ -15,10 +15,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from profiler.diagnosis import DEFAULT_CONFIG, diagnose
-from profiler.diagnosis.rules import ALL_RULES
-from profiler.diagnosis.rules.dataloader_worker_growth import child_lives, dataloader_workers
-from profiler.profile.model import Event, Profile, SampleTable
+from memsight.profiler.diagnosis import DEFAULT_CONFIG, diagnose
+from memsight.profiler.diagnosis.rules import ALL_RULES
+from memsight.profiler.diagnosis.rules.dataloader_worker_growth import (
+    child_lives,
+    dataloader_workers,
+)
+from memsight.profiler.profile.model import Event, Profile, SampleTable
 from tests.factories import MiB, profile, table
 
 RULE = {rule.RULE_ID: rule for rule in ALL_RULES}["dataloader-worker-growth"]
@@ -311,10 +314,10 @@ def recorded(with_roles: bool) -> Profile:
     """A profile decoded from frames, as a file or a live run gives it: one worker forked at
     1 s (first seen under the interpreter's name, named pt_data_worker 20 ms later), copying
     300 MiB; and a torchrun-like rank importing torch."""
-    from profiler import protocol
-    from profiler.profile.replay import ProfileBuilder
-    from profiler.protocol import FrameReader
-    from profiler.recorder.blocks import TableBuffer
+    from memsight.profiler import protocol
+    from memsight.profiler.profile.replay import ProfileBuilder
+    from memsight.profiler.protocol import FrameReader
+    from memsight.profiler.recorder.blocks import TableBuffer
 
     t0 = 5_000_000_000
 

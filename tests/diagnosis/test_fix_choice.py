@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 from examples.catalog import EXAMPLES
-from profiler.diagnosis import (
+from memsight.profiler.diagnosis import (
     DEFAULT_CONFIG,
     Diagnosis,
     RunContext,
@@ -37,7 +37,7 @@ from profiler.diagnosis import (
     get_fix,
     run_context,
 )
-from profiler.diagnosis.fixes import (
+from memsight.profiler.diagnosis.fixes import (
     CPU,
     REQUIREMENTS,
     VARIANT_FIELDS,
@@ -46,11 +46,11 @@ from profiler.diagnosis.fixes import (
     all_fixes,
     parse_fix,
 )
-from profiler.diagnosis.rules import ALL_RULES
-from profiler.diagnosis.text import format_findings
-from profiler.profile.model import Event, OutputChunk, Profile
-from profiler.protocol import STDERR
-from profiler.report.html import render_html
+from memsight.profiler.diagnosis.rules import ALL_RULES
+from memsight.profiler.diagnosis.text import format_findings
+from memsight.profiler.profile.model import Event, OutputChunk, Profile
+from memsight.profiler.protocol import STDERR
+from memsight.profiler.report.html import render_html
 from tests.factories import GiB, MiB, oom_event, profile, ram, steps, table
 from tests.support import find_python, run_cli, run_memsight, write_script
 
@@ -416,7 +416,7 @@ def test_too_short_on_a_gpu_names_the_device() -> None:
 
 def test_too_short_counts_the_iterations_the_growth_rule_counts() -> None:
     # weights updated by hand: no optimizer steps, 12 backward passes while RAM climbs
-    from profiler import protocol
+    from memsight.profiler import protocol
     from tests.factories import spans
 
     grad = protocol.FLAG_GRAD | protocol.FLAG_REQUIRES_GRAD

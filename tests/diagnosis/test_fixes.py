@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from profiler.diagnosis import RULE_IDS
-from profiler.diagnosis.fixes import FixError, all_fixes, fixes_dir, parse_fix
-from profiler.diagnosis.rules import ALL_RULES
+from memsight.profiler.diagnosis import RULE_IDS
+from memsight.profiler.diagnosis.fixes import FixError, all_fixes, fixes_dir, parse_fix
+from memsight.profiler.diagnosis.rules import ALL_RULES
 
 REQUIRED = {
     "smaller-batch",

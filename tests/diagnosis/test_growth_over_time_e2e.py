@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from profiler.diagnosis import diagnose
+from memsight.profiler.diagnosis import diagnose
 from tests.support import run_memsight, write_script
 
 pytestmark = pytest.mark.slow

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import numpy as np
 
-from profiler.diagnosis import DEFAULT_CONFIG, diagnose
-from profiler.diagnosis.rules import ALL_RULES
-from profiler.profile.model import Event
+from memsight.profiler.diagnosis import DEFAULT_CONFIG, diagnose
+from memsight.profiler.diagnosis.rules import ALL_RULES
+from memsight.profiler.profile.model import Event
 from tests.factories import MiB, profile, steps
 
 RULES = {rule.RULE_ID: rule for rule in ALL_RULES}
@@ -117,8 +117,8 @@ def test_an_empty_where_says_why(tmp_path: Path) -> None:
     assert finding.where_note is not None
     assert "was cut short (the census stopped at its limit of memory)" in finding.where_note
     # Every view carries it.
-    from profiler.diagnosis import finding_to_json
-    from profiler.diagnosis.text import format_finding
+    from memsight.profiler.diagnosis import finding_to_json
+    from memsight.profiler.diagnosis.text import format_finding
 
     assert finding_to_json(finding)["where_note"] == finding.where_note
     assert any("Where: not named: " in line for line in format_finding(finding, 1))
@@ -129,8 +129,8 @@ def test_a_holder_is_named_by_its_share_of_live_growth_not_of_rss_holes(tmp_path
     # kept tensors are 0.1 MiB per step, under 5 % of the RSS climb but all of the live growth.
     from dataclasses import replace
 
-    from profiler.diagnosis.growth import HeapGrowth, growths
-    from profiler.diagnosis.rules import growth_per_iteration as rule
+    from memsight.profiler.diagnosis.growth import HeapGrowth, growths
+    from memsight.profiler.diagnosis.rules import growth_per_iteration as rule
 
     script = tmp_path / "train.py"
     script.write_text(SOURCE)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from profiler.diagnosis import Finding, diagnose, finding_to_json
-from profiler.profile.model import Profile
+from memsight.profiler.diagnosis import Finding, diagnose, finding_to_json
+from memsight.profiler.profile.model import Profile
 from tests.job_files import GiB, MiB, Rank, constant, load_job, oom
 
 BASE = 300 * MiB

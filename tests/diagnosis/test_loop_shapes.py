@@ -13,11 +13,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from profiler import protocol
-from profiler.diagnosis import DEFAULT_CONFIG, diagnose
-from profiler.diagnosis.rules import ALL_RULES
-from profiler.diagnosis.signals import iteration_levels, rise_during
-from profiler.profile.model import Event, Profile, SampleTable
+from memsight.profiler import protocol
+from memsight.profiler.diagnosis import DEFAULT_CONFIG, diagnose
+from memsight.profiler.diagnosis.rules import ALL_RULES
+from memsight.profiler.diagnosis.signals import iteration_levels, rise_during
+from memsight.profiler.profile.model import Event, Profile, SampleTable
 from tests.factories import GiB, MiB, loop, profile, ram, steps, table
 
 RULES = {rule.RULE_ID: rule for rule in ALL_RULES}

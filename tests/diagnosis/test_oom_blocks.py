@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from profiler.diagnosis import diagnose, finding_to_json
-from profiler.diagnosis.blocks import oom_blocks
-from profiler.diagnosis.text import format_findings
-from profiler.profile.model import Event
+from memsight.profiler.diagnosis import diagnose, finding_to_json
+from memsight.profiler.diagnosis.blocks import oom_blocks
+from memsight.profiler.diagnosis.text import format_findings
+from memsight.profiler.profile.model import Event
 from tests.factories import GiB, MiB, oom_event, profile, table
 
 TRAIN = "/work/project/train.py"

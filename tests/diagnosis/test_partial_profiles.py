@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from profiler.diagnosis import diagnose, finding_to_json
-from profiler.launch.spec import RunSpec
-from profiler.profile.live import LiveProfile
-from profiler.recorder.session import Recording
+from memsight.profiler.diagnosis import diagnose, finding_to_json
+from memsight.profiler.launch.spec import RunSpec
+from memsight.profiler.profile.live import LiveProfile
+from memsight.profiler.recorder.session import Recording
 from tests.support import write_script
 
 # Records a real PyTorch training run, then diagnoses every prefix of it.

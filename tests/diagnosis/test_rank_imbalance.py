@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from profiler.diagnosis import diagnose
-from profiler.diagnosis.finding import Finding
-from profiler.profile.model import Event, Profile, SampleTable
+from memsight.profiler.diagnosis import diagnose
+from memsight.profiler.diagnosis.finding import Finding
+from memsight.profiler.profile.model import Event, Profile, SampleTable
 from tests.factories import GiB, MiB, job, oom_event, profile, ram, spans, steps, table
 
 

@@ -9,12 +9,12 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from profiler import protocol
-from profiler.diagnosis import DEFAULT_CONFIG, diagnose, get_fix
-from profiler.diagnosis import rules as rules_package
-from profiler.diagnosis.rules import ALL_RULES, JOB_RULES
-from profiler.profile.model import Event, Profile, SampleTable
-from profiler.profile.processes import ProcessInfo
+from memsight.profiler import protocol
+from memsight.profiler.diagnosis import DEFAULT_CONFIG, diagnose, get_fix
+from memsight.profiler.diagnosis import rules as rules_package
+from memsight.profiler.diagnosis.rules import ALL_RULES, JOB_RULES
+from memsight.profiler.profile.model import Event, Profile, SampleTable
+from memsight.profiler.profile.processes import ProcessInfo
 from tests.factories import GiB, MiB, census, holder, oom_event, profile, ram, spans, steps, table
 from tests.support import ROOT
 

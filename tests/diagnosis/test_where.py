@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-import profiler
-from profiler.codefiles import is_library_file
-from profiler.diagnosis import diagnose, finding_to_json
-from profiler.diagnosis.finding import Location
-from profiler.diagnosis.text import format_findings
-from profiler.diagnosis.where import (
+from memsight import profiler
+from memsight.profiler.codefiles import is_library_file
+from memsight.profiler.diagnosis import diagnose, finding_to_json
+from memsight.profiler.diagnosis.finding import Location
+from memsight.profiler.diagnosis.text import format_findings
+from memsight.profiler.diagnosis.where import (
     Frame,
     describe,
     exception_locations,
@@ -29,7 +29,7 @@ from profiler.diagnosis.where import (
     syntax_error_location,
     user_frame,
 )
-from profiler.profile.model import Event, Profile
+from memsight.profiler.profile.model import Event, Profile
 from tests.factories import GiB, oom_event, profile
 
 SITE = "/home/me/venv/lib/python3.11/site-packages"
@@ -38,6 +38,9 @@ TRAIN = "/work/project/train.py"
 MODEL = "/work/project/model.py"
 STDLIB = sysconfig.get_paths()["stdlib"]
 MEMSIGHT = str(Path(profiler.__file__).parent / "agent" / "client.py")
+# The same file on disk: in a checkout memsight/profiler is a link to profiler/, and the
+# agent's frames carry this path.
+MEMSIGHT_ON_DISK = str(Path(profiler.__file__).resolve().parent / "agent" / "client.py")
 
 
 def frame(file: str, line: int, function: str = "f", source: str = "") -> list[object]:
@@ -86,6 +89,7 @@ def test_what_is_not_a_frame_is_skipped_and_a_bad_line_is_unknown(recorded: obje
         f"{STDLIB}/runpy.py",  # this interpreter's
         "/home/me/src/pytorch/torch/serialization.py",  # an editable PyTorch build
         MEMSIGHT,
+        MEMSIGHT_ON_DISK,
         "/elsewhere/_memsight_profiler/agent/client.py",
     ],
 )

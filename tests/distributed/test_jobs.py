@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from profiler import protocol
-from profiler.diagnosis import diagnose
-from profiler.profile.header import FILE_HEADER
-from profiler.profile.storage import load_profile
+from memsight.profiler import protocol
+from memsight.profiler.diagnosis import diagnose
+from memsight.profiler.profile.header import FILE_HEADER
+from memsight.profiler.profile.storage import load_profile
 from tests.support import (
     PYTHON,
     ROOT,

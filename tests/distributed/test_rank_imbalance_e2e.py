@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from profiler.diagnosis import diagnose
+from memsight.profiler.diagnosis import diagnose
 from tests.support import MEMSIGHT, ROOT, run_memsight
 
 pytestmark = pytest.mark.slow

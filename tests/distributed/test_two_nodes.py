@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from profiler.profile.storage import load_profile
+from memsight.profiler.profile.storage import load_profile
 from tests.support import ROOT, child_env, memsight_command, run_cli
 
 pytestmark = pytest.mark.slow

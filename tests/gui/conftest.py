@@ -8,8 +8,8 @@ import pytest
 from PySide6.QtCore import QSettings
 from pytestqt.qtbot import QtBot
 
-import app.mainwindow as mainwindow
-from app.mainwindow import MainWindow
+import memsight.app.mainwindow as mainwindow
+from memsight.app.mainwindow import MainWindow
 
 
 @pytest.fixture(autouse=True)

@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from profiler import protocol
-from profiler.profile.processes import PROC_COLUMN, shared_table_name
-from profiler.profile.writer import ProfileWriter
-from profiler.recorder.blocks import TableBuffer
+from memsight.profiler import protocol
+from memsight.profiler.profile.processes import PROC_COLUMN, shared_table_name
+from memsight.profiler.profile.writer import ProfileWriter
+from memsight.profiler.recorder.blocks import TableBuffer
 
 T0 = 5_000_000_000
 MS = 1_000_000

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from pytestqt.qtbot import QtBot
 
-from app.mainwindow import MainWindow
-from app.timeline import TimelineView
-from profiler.profile.model import Profile
+from memsight.app.mainwindow import MainWindow
+from memsight.app.timeline import TimelineView
+from memsight.profiler.profile.model import Profile
 from tests.load import deadline
 
 # How long a test waits for a run through the window, stretched under --cpu-hogs (read when the

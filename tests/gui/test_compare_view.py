@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from pytestqt.qtbot import QtBot
 
-from app.mainwindow import MainWindow
-from profiler.diagnosis import Diagnosis
-from profiler.profile.model import Profile
+from memsight.app.mainwindow import MainWindow
+from memsight.profiler.diagnosis import Diagnosis
+from memsight.profiler.profile.model import Profile
 from tests.factories import MiB, profile, ram, steps
 from tests.gui.support import RUN_TIMEOUT_MS, run_to_end
 
@@ -82,8 +82,8 @@ def test_the_gui_thread_diagnoses_nothing_and_the_shown_runs_findings_are_reused
 ) -> None:
     # Comparing diagnoses both runs (1.6 s each on a 1 M-sample profile): never on the GUI
     # thread, and the shown run not again when the Findings panel has its final findings.
-    import profiler.comparison
-    from profiler.diagnosis import diagnose as real  # what profiler.comparison calls
+    from memsight.profiler import comparison
+    from memsight.profiler.diagnosis import diagnose as real  # what profiler.comparison calls
 
     shown = training(0.0)
     window._show_profile(shown, tmp_path / "after.memsight")
@@ -95,7 +95,7 @@ def test_the_gui_thread_diagnoses_nothing_and_the_shown_runs_findings_are_reused
         calls.append((profile, threading.current_thread() is threading.main_thread()))
         return real(profile)
 
-    monkeypatch.setattr(profiler.comparison, "diagnose", diagnose)
+    monkeypatch.setattr(comparison, "diagnose", diagnose)
     other = training(4 * MiB)
     assert window.compare_with(other, tmp_path / "before.memsight")
     assert window.comparing.busy  # the call returned before the comparison was made
@@ -135,7 +135,7 @@ def test_a_profile_dropped_with_shift_is_compared_not_opened(
     from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
     from PySide6.QtGui import QDropEvent
 
-    from profiler.profile.storage import load_profile
+    from memsight.profiler.profile.storage import load_profile
     from tests.support import run_memsight, write_script
 
     write_script(tmp_path, "t.py", "import torch\nx = torch.ones(1024, 1024)\n")

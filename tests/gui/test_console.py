@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from pytestqt.qtbot import QtBot
 
-from app.console import MAX_CHARS, MAX_LINE_CHARS, MAX_LINES, ConsoleView
-from app.mainwindow import MainWindow
-from profiler import protocol
-from profiler.profile.model import OutputChunk, Profile
-from profiler.profile.writer import ProfileWriter
-from profiler.recorder.blocks import TableBuffer
+from memsight.app.console import MAX_CHARS, MAX_LINE_CHARS, MAX_LINES, ConsoleView
+from memsight.app.mainwindow import MainWindow
+from memsight.profiler import protocol
+from memsight.profiler.profile.model import OutputChunk, Profile
+from memsight.profiler.profile.writer import ProfileWriter
+from memsight.profiler.recorder.blocks import TableBuffer
 from tests.gui.support import run_to_end
 from tests.support import write_script
 

@@ -8,9 +8,9 @@ import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from app.contents import NO_CENSUS, NO_CENSUS_YET, NO_RUN, ContentsPanel
-from app.mainwindow import MainWindow
-from profiler.profile.model import Profile
+from memsight.app.contents import NO_CENSUS, NO_CENSUS_YET, NO_RUN, ContentsPanel
+from memsight.app.mainwindow import MainWindow
+from memsight.profiler.profile.model import Profile
 from tests.factories import MiB, census, holder, profile
 from tests.gui.support import RUN_TIMEOUT_MS, wait_until_settled
 from tests.support import write_script

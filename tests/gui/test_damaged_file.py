@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pytestqt.qtbot import QtBot
 
-from app.mainwindow import MainWindow
+from memsight.app.mainwindow import MainWindow
 from tests.damaged_files import record
 
 

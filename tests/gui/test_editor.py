@@ -15,11 +15,11 @@ from PySide6.QtCore import QPoint, QSettings, Qt, QUrl
 from PySide6.QtWidgets import QWidget
 from pytestqt.qtbot import QtBot
 
-import app.findings as findings_module
-from app.editor import EDITOR_KEY, editor_command, open_location, terminal_prefix
-from app.mainwindow import MainWindow
-from profiler.diagnosis import Diagnosis, Evidence, Finding, Location
-from profiler.profile.model import Profile
+import memsight.app.findings as findings_module
+from memsight.app.editor import EDITOR_KEY, editor_command, open_location, terminal_prefix
+from memsight.app.mainwindow import MainWindow
+from memsight.profiler.diagnosis import Diagnosis, Evidence, Finding, Location
+from memsight.profiler.profile.model import Profile
 from tests.factories import MiB, census, holder, profile
 
 FILE = "/work/my project/train.py"  # a space: one argument all the same, never split

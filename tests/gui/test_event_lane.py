@@ -13,9 +13,9 @@ from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication, QGraphicsSimpleTextItem, QGraphicsTextItem
 from pytestqt.qtbot import QtBot
 
-from app.mainwindow import MainWindow
-from app.timeline import TimelineView
-from profiler.profile.model import Event, Profile
+from memsight.app.mainwindow import MainWindow
+from memsight.app.timeline import TimelineView
+from memsight.profiler.profile.model import Event, Profile
 from tests.factories import MiB, job, oom_event, profile, ram
 from tests.gui.support import shown_timeline
 

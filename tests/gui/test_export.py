@@ -8,8 +8,8 @@ import pytest
 from PySide6.QtGui import QKeySequence
 from pytestqt.qtbot import QtBot
 
-from app.mainwindow import MainWindow
-from profiler.report import render_html
+from memsight.app.mainwindow import MainWindow
+from memsight.profiler.report import render_html
 from tests.gui.support import NO_ZERO_GRAD, run_to_end
 from tests.support import write_script
 

@@ -9,9 +9,9 @@ from PySide6.QtCore import QUrl
 from PySide6.QtGui import QGuiApplication
 from pytestqt.qtbot import QtBot
 
-from app.findings import finding_html
-from app.mainwindow import MainWindow
-from profiler.diagnosis import Diagnosis, Evidence, Finding, get_fix
+from memsight.app.findings import finding_html
+from memsight.app.mainwindow import MainWindow
+from memsight.profiler.diagnosis import Diagnosis, Evidence, Finding, get_fix
 from tests.gui.support import NO_ZERO_GRAD, run_to_end
 from tests.support import write_script
 
@@ -73,7 +73,7 @@ def test_text_from_the_target_is_shown_as_text_never_as_markup(window: MainWindo
         ("smaller-batch",),
     )
     assert window.profile is None
-    from profiler.profile.model import Profile
+    from memsight.profiler.profile.model import Profile
 
     window.findings.set_diagnosis(Profile(), Diagnosis([finding]), final=True)
     window.findings.list.setCurrentRow(0)
@@ -103,8 +103,8 @@ def test_findings_appear_while_the_run_is_still_going(
 
 
 def test_a_failed_runs_panel_shows_the_error_never_no_problems(window: MainWindow) -> None:
-    from profiler.diagnosis import diagnose
-    from profiler.profile.model import Event
+    from memsight.profiler.diagnosis import diagnose
+    from memsight.profiler.profile.model import Event
     from tests.factories import profile
 
     error = {
@@ -129,7 +129,7 @@ def test_a_failed_runs_panel_shows_the_error_never_no_problems(window: MainWindo
 def test_a_cpu_runs_fixes_in_the_panel_are_cpu_code(window: MainWindow) -> None:
     import numpy as np
 
-    from profiler.diagnosis import diagnose
+    from memsight.profiler.diagnosis import diagnose
     from tests.factories import MiB, oom_event, profile, steps
 
     levels = 800 * MiB + 3 * MiB * np.arange(240)

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from pytestqt.qtbot import QtBot
 
-from app.mainwindow import MainWindow
-from profiler import protocol
-from profiler.profile.writer import ProfileWriter
-from profiler.recorder.blocks import TableBuffer
+from memsight.app.mainwindow import MainWindow
+from memsight.profiler import protocol
+from memsight.profiler.profile.writer import ProfileWriter
+from memsight.profiler.recorder.blocks import TableBuffer
 
 T0 = 5_000_000_000
 BIG = (1 << 63) - 1

@@ -11,9 +11,9 @@ import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from app.mainwindow import MainWindow
-from app.timeline import TimelineView
-from profiler.profile.model import Profile
+from memsight.app.mainwindow import MainWindow
+from memsight.app.timeline import TimelineView
+from memsight.profiler.profile.model import Profile
 from tests.factories import MiB, census, holder, job, profile, ram, steps
 from tests.gui.jobfile import T0, write_job
 from tests.support import run_memsight

@@ -13,9 +13,9 @@ from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
-from app.mainwindow import MainWindow
-from app.timeline import TimelineView
-from profiler.profile.model import Profile
+from memsight.app.mainwindow import MainWindow
+from memsight.app.timeline import TimelineView
+from memsight.profiler.profile.model import Profile
 from tests.factories import GiB, MiB, job, profile, ram, table
 from tests.gui.support import shown_timeline
 

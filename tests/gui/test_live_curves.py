@@ -11,10 +11,10 @@ from PySide6.QtGui import QPaintEvent
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
-from app.plotting import LIVE_FACTOR, Curve, make_curve
-from app.timeline import FOLLOW_WINDOW_S, TimelineView
-from profiler.profile.model import Profile
-from profiler.profile.series import MAIN_RSS
+from memsight.app.plotting import LIVE_FACTOR, Curve, make_curve
+from memsight.app.timeline import FOLLOW_WINDOW_S, TimelineView
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.profile.series import MAIN_RSS
 from tests.factories import MiB, profile, ram
 
 RATE_HZ = 1000  # samples a second, as at --interval-ms 1

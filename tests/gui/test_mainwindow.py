@@ -12,8 +12,8 @@ from PySide6.QtCore import QMimeData, QPointF, QSettings, Qt, QUrl
 from PySide6.QtGui import QDropEvent
 from pytestqt.qtbot import QtBot
 
-from app.mainwindow import MainWindow
-from profiler.recorder import proctree
+from memsight.app.mainwindow import MainWindow
+from memsight.profiler.recorder import proctree
 from tests.gui.support import RUN_TIMEOUT_MS, run_to_end, wait_until_settled
 from tests.support import write_script
 
@@ -218,7 +218,7 @@ def test_a_run_that_cannot_start_says_why(
     script = write_script(tmp_path, "ok.py", "pass\n")
     window.open_script(str(script))
     monkeypatch.setattr(
-        "app.runsetup.check_run", lambda spec: []
+        "memsight.app.runsetup.check_run", lambda spec: []
     )  # let the bad interpreter through
     window.setup_panel.python.setCurrentText(str(tmp_path / "no-such-python"))
     window.start_run()
@@ -258,7 +258,7 @@ def test_the_readout_gives_exact_values_at_a_time(
     assert ram is not None
     i = len(ram) // 2
     text = window.timeline.readout_at(float(ram.t[i]))
-    from profiler.units import format_bytes
+    from memsight.profiler.units import format_bytes
 
     assert f"main {format_bytes(int(ram['rss'][i]))}" in text
     assert text.startswith(f"t = {ram.t[i]:.3f} s")

@@ -18,13 +18,13 @@ from PySide6.QtGui import QTextDocument
 from PySide6.QtWidgets import QLabel
 from pytestqt.qtbot import QtBot
 
-from app.eventlane import mark_tip
-from app.mainwindow import MainWindow
-from profiler import protocol
-from profiler.diagnosis.contents import census_label, censuses
-from profiler.launch.preflight import Problem
-from profiler.profile.writer import ProfileWriter
-from profiler.recorder.blocks import TableBuffer
+from memsight.app.eventlane import mark_tip
+from memsight.app.mainwindow import MainWindow
+from memsight.profiler import protocol
+from memsight.profiler.diagnosis.contents import census_label, censuses
+from memsight.profiler.launch.preflight import Problem
+from memsight.profiler.profile.writer import ProfileWriter
+from memsight.profiler.recorder.blocks import TableBuffer
 from tests.factories import holder
 
 T0 = 5_000_000_000

@@ -3,7 +3,7 @@ come closer again when they cost less; a new run starts at the fastest pace."""
 
 from __future__ import annotations
 
-from app.pace import FASTEST_MS, MEASURE_EVERY_S, SLOWEST_MS, RefreshPace
+from memsight.app.pace import FASTEST_MS, MEASURE_EVERY_S, SLOWEST_MS, RefreshPace
 
 
 class Clocks:

@@ -10,7 +10,7 @@ from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
-from app.mainwindow import MainWindow
+from memsight.app.mainwindow import MainWindow
 from tests.gui.support import RUN_TIMEOUT_MS
 from tests.support import write_script
 
@@ -138,7 +138,8 @@ def test_browse_beside_the_script_opens_the_script_chosen(
 ) -> None:
     script = write_script(tmp_path / "project", "train.py", "pass\n")
     monkeypatch.setattr(
-        "app.runsetup.QFileDialog.getOpenFileName", lambda *args, **kwargs: (str(script), "")
+        "memsight.app.runsetup.QFileDialog.getOpenFileName",
+        lambda *args, **kwargs: (str(script), ""),
     )
     window.setup_panel.browse_button.click()
     assert window.setup_panel.script.text() == str(script)

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from pytestqt.qtbot import QtBot
 
-from app.findings import BackgroundDiagnosis
-from app.session import RunSession
-from profiler.launch.spec import RunSpec
+from memsight.app.findings import BackgroundDiagnosis
+from memsight.app.session import RunSession
+from memsight.profiler.launch.spec import RunSpec
 from tests.gui.support import RUN_TIMEOUT_MS
 from tests.support import write_script
 
@@ -60,7 +60,7 @@ def test_a_run_that_cannot_be_launched_fails_without_starting(
     def no_interpreter() -> list[str]:
         return [str(tmp_path / "gone" / "python")]
 
-    monkeypatch.setattr("app.controller.recorder_host_command", no_interpreter)
+    monkeypatch.setattr("memsight.app.controller.recorder_host_command", no_interpreter)
     failures: list[tuple[str, str]] = []
     session.failed.connect(lambda title, message: failures.append((title, message)))
     started: list[object] = []

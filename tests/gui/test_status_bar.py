@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from pytestqt.qtbot import QtBot
 
-import app.statusbar as statusbar
-from app.mainwindow import MainWindow
-from app.statusbar import RunStatusBar
-from profiler.profile.model import Profile
-from profiler.profile.summary import sampling_behind_text, sampling_pace
+import memsight.app.statusbar as statusbar
+from memsight.app.mainwindow import MainWindow
+from memsight.app.statusbar import RunStatusBar
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.profile.summary import sampling_behind_text, sampling_pace
 from tests.factories import GiB, MiB, profile, table
 
 HALF_A_FULL_HD_SCREEN = 960

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from app.main import X11_LIBRARIES, missing_x11_packages
+from memsight.app.main import X11_LIBRARIES, missing_x11_packages
 from tests.support import child_env, run_cli
 
 

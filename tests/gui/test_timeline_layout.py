@@ -10,9 +10,9 @@ import pytest
 from PySide6.QtWidgets import QWidget
 from pytestqt.qtbot import QtBot
 
-from app.axes import SecondsAxis
-from app.mainwindow import MainWindow
-from app.timeline import TimelineView
+from memsight.app.axes import SecondsAxis
+from memsight.app.mainwindow import MainWindow
+from memsight.app.timeline import TimelineView
 from tests.factories import GiB, MiB, profile, ram, table
 
 
@@ -69,7 +69,7 @@ def test_ctrl_o_opens_a_script_into_the_run_bar(
     script = tmp_path / "train.py"
     script.write_text("print('hi')\n")
     monkeypatch.setattr(
-        "app.mainwindow.QFileDialog.getOpenFileName", lambda *a, **k: (str(script), "")
+        "memsight.app.mainwindow.QFileDialog.getOpenFileName", lambda *a, **k: (str(script), "")
     )
     window.open_action.trigger()
     assert window.setup_panel.script.text() == str(script)
@@ -109,7 +109,7 @@ def test_typing_a_script_path_sets_its_folder_and_the_dialog_starts_there(
         started_in.append(start)
         return "", ""
 
-    monkeypatch.setattr("app.mainwindow.QFileDialog.getOpenFileName", dialog)
+    monkeypatch.setattr("memsight.app.mainwindow.QFileDialog.getOpenFileName", dialog)
     window.open_script_action.trigger()
     assert started_in == [str(folder)]
 

@@ -12,8 +12,8 @@ from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
-from app.mainwindow import MainWindow
-from profiler.profile.model import Profile
+from memsight.app.mainwindow import MainWindow
+from memsight.profiler.profile.model import Profile
 from tests.factories import GiB, MiB, profile, ram, table
 from tests.gui.support import NO_ZERO_GRAD, run_to_end
 from tests.support import write_script

@@ -16,11 +16,11 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from profiler.diagnosis import diagnose, finding_to_json
-from profiler.diagnosis.text import format_findings
-from profiler.profile.storage import ProfileError, load_profile
-from profiler.profile.summary import format_text, to_json
-from profiler.report.html import render_html
+from memsight.profiler.diagnosis import diagnose, finding_to_json
+from memsight.profiler.diagnosis.text import format_findings
+from memsight.profiler.profile.storage import ProfileError, load_profile
+from memsight.profiler.profile.summary import format_text, to_json
+from memsight.profiler.report.html import render_html
 from tests.hostile.capped import peak_rss_bytes
 
 

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from profiler import protocol
-from profiler.profile.header import FILE_HEADER
+from memsight.profiler import protocol
+from memsight.profiler.profile.header import FILE_HEADER
 from tests.hostile import frames
 
 Frame = tuple[int, bytes]  # kind (with the compressed bit), plain payload

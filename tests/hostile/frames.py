@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from profiler import protocol
-from profiler.profile import codec
-from profiler.profile.header import file_header
+from memsight.profiler import protocol
+from memsight.profiler.profile import codec
+from memsight.profiler.profile.header import file_header
 
 T0 = 5_000_000_000
 
@@ -76,7 +76,7 @@ def nested_json_frame(depth: int = 100_000) -> bytes:
 def job_frames(ranks: int = 2, rows: int = 20) -> bytes:
     """What a job adds to a profile (profile/processes.py): each rank's `process` event, its
     rows in procs_ram, and an event of its own."""
-    from profiler.recorder.session import PROCS_RAM_TABLE
+    from memsight.profiler.recorder.session import PROCS_RAM_TABLE
 
     ram = ram_matrix(rows)
     blocks = []
@@ -112,7 +112,7 @@ def many_processes(processes: int, events: int, kind: str) -> bytes:
 
 def rows_over_processes(processes: int, rows: int) -> bytes:
     """One procs_ram block of `rows` rows spread over `processes` processes."""
-    from profiler.recorder.session import PROCS_RAM_TABLE
+    from memsight.profiler.recorder.session import PROCS_RAM_TABLE
 
     ram = ram_matrix(rows)
     matrix = np.insert(ram, 1, np.arange(rows) % processes + 1, axis=1)

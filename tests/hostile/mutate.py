@@ -18,8 +18,8 @@ import struct
 import zlib
 from collections.abc import Iterator
 
-from profiler import protocol
-from profiler.profile.header import FILE_HEADER
+from memsight.profiler import protocol
+from memsight.profiler.profile.header import FILE_HEADER
 
 Frame = tuple[int, bytes]  # kind as stored (compressed bit kept), payload as stored
 

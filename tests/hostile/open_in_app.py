@@ -27,7 +27,7 @@ def main(argv: list[str]) -> int:
     from PySide6.QtCore import QSettings  # noqa: TID251 - drives the app, as File > Open
     from PySide6.QtWidgets import QApplication  # noqa: TID251
 
-    import app.mainwindow as mainwindow  # noqa: TID251
+    import memsight.app.mainwindow as mainwindow  # noqa: TID251
 
     listing, out = Path(argv[0]), Path(argv[1])
     files = json.loads(listing.read_text())

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from profiler.diagnosis import diagnose
-from profiler.profile.storage import (
+from memsight.profiler.diagnosis import diagnose
+from memsight.profiler.profile.storage import (
     MAX_PROFILE_FILE_BYTES,
     ProfileError,
     decode_profile,
@@ -57,7 +57,7 @@ def test_a_sparse_file_far_larger_than_any_recording_is_refused_up_front(tmp_pat
 
 def test_an_error_under_memory_pressure_names_the_problem() -> None:
     # A MemoryError has no message of its own: the one line must still say what went wrong.
-    from profiler.profile.storage import _FrameScan
+    from memsight.profiler.profile.storage import _FrameScan
 
     scan = _FrameScan(frames.small_profile())
     assert str(scan.error("f", MemoryError())).endswith("not enough memory to load this profile")
@@ -79,11 +79,11 @@ def test_a_table_of_the_recorder_with_a_renamed_column_is_refused_in_one_line(
 # A rule that raises, whatever makes it: the first rule's check replaced by one that fails.
 BREAK_A_RULE = """
 import sys
-from profiler.diagnosis.rules import ALL_RULES
+from memsight.profiler.diagnosis.rules import ALL_RULES
 def broken(profile, config):
     raise KeyError("rss\\nsecond line")
 ALL_RULES[0].check = broken
-from profiler.cli import main
+from memsight.profiler.cli import main
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -91,7 +91,7 @@ sys.exit(main(sys.argv[1:]))
 def test_a_rule_that_raises_is_named_and_the_others_still_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from profiler.diagnosis.rules import ALL_RULES
+    from memsight.profiler.diagnosis.rules import ALL_RULES
 
     path = tmp_path / "p.memsight"
     path.write_bytes(frames.small_profile(rows=400))
@@ -118,7 +118,7 @@ def test_a_rule_that_raises_is_named_and_the_others_still_run(
 
 @pytest.mark.slow
 def test_report_shows_a_failed_rule_in_one_line_in_text_and_json(tmp_path: Path) -> None:
-    from profiler.diagnosis.rules import ALL_RULES
+    from memsight.profiler.diagnosis.rules import ALL_RULES
 
     path = tmp_path / "p.memsight"
     path.write_bytes(frames.small_profile(rows=400))

@@ -17,7 +17,7 @@ from types import FrameType
 
 import pytest
 
-from profiler.profile.storage import ProfileError, decode_profile
+from memsight.profiler.profile.storage import ProfileError, decode_profile
 from tests.hostile import corpus, frames, mutate
 from tests.hostile.capped import capped_memsight
 from tests.hostile.check_files import check

@@ -4,9 +4,9 @@ import json
 import os
 from pathlib import Path
 
-from profiler.launch.command import agent_startup_dir, build_launch
-from profiler.launch.spec import RunSpec
-from profiler.protocol import AGENT_ENV
+from memsight.profiler.launch.command import agent_startup_dir, build_launch
+from memsight.profiler.launch.spec import RunSpec
+from memsight.profiler.protocol import AGENT_ENV
 
 
 def test_a_script_runs_as_the_users_own_python_command_with_its_arguments_untouched() -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from profiler.profile.storage import load_profile
+from memsight.profiler.profile.storage import load_profile
 from tests.processes import PtyProcess
 from tests.support import MEMSIGHT, PYTHON, child_env, run_memsight, run_plain, write_script
 
@@ -315,7 +315,7 @@ def test_in_a_terminal_the_script_gets_one_terminal_that_follows_the_window_and_
 
 
 def run_memsight_profile_text(path: Path) -> str:
-    from profiler.profile.storage import load_profile
+    from memsight.profiler.profile.storage import load_profile
 
     return load_profile(path).output_text()
 

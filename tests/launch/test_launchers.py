@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from profiler.launch.launchers import python_program_on_path
+from memsight.profiler.launch.launchers import python_program_on_path
 
 
 def program(folder: Path, name: str, first_line: str) -> Path:

@@ -5,14 +5,14 @@ from pathlib import Path
 
 import pytest
 
-from profiler.launch.preflight import (
+from memsight.profiler.launch.preflight import (
     InvalidSetting,
     census_from_text,
     check_run,
     imports_torch,
     probe_interpreter,
 )
-from profiler.launch.spec import RunSpec
+from memsight.profiler.launch.spec import RunSpec
 from tests.support import find_python
 
 

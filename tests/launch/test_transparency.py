@@ -28,7 +28,7 @@ print(json.dumps({
     "same_main": main.__dict__ is globals(),
     "stdin": sys.stdin.read(),
     "env": {k: v for k, v in os.environ.items()},
-    "memsight_modules": sorted(m for m in sys.modules if m.startswith(("profiler", "app"))),
+    "memsight_modules": sorted(m for m in sys.modules if m.startswith(("memsight", "profiler", "app"))),
 }))
 """
 

@@ -12,11 +12,16 @@ from typing import Any
 
 import pytest
 
-from profiler import protocol
-from profiler.profile.attachments import choose_snapshot, cuda_snapshots
-from profiler.profile.storage import ProfileError, compact_profile, load_profile, read_attachment
-from profiler.profile.writer import ProfileWriter
-from profiler.recorder.snapshots import SnapshotStore
+from memsight.profiler import protocol
+from memsight.profiler.profile.attachments import choose_snapshot, cuda_snapshots
+from memsight.profiler.profile.storage import (
+    ProfileError,
+    compact_profile,
+    load_profile,
+    read_attachment,
+)
+from memsight.profiler.profile.writer import ProfileWriter
+from memsight.profiler.recorder.snapshots import SnapshotStore
 
 
 def _event(type_: str, **data: Any) -> bytes:
@@ -79,7 +84,7 @@ def test_damaged_or_incomplete_attachments_are_refused_in_one_line(tmp_path: Pat
 
 
 def test_the_snapshot_to_export_is_the_oom_one_unless_asked(tmp_path: Path) -> None:
-    from profiler.profile.attachments import CudaSnapshot
+    from memsight.profiler.profile.attachments import CudaSnapshot
 
     def snap(number: int, reason: str) -> CudaSnapshot:
         return CudaSnapshot(number, number, float(number), reason, 10, None)
@@ -161,6 +166,6 @@ def test_the_store_trusts_nothing_the_target_names(tmp_path: Path) -> None:
 
 
 def test_the_agent_may_not_send_attachments_or_their_events() -> None:
-    from profiler.recorder.server import RECORDER_EVENTS
+    from memsight.profiler.recorder.server import RECORDER_EVENTS
 
     assert "attachment" in RECORDER_EVENTS

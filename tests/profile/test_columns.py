@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from profiler.profile.columns import MIN_CAPACITY, ColumnStore
+from memsight.profiler.profile.columns import MIN_CAPACITY, ColumnStore
 
 
 def _append_counting(store: ColumnStore, rows: int) -> None:
@@ -43,7 +43,7 @@ def test_scalars_fill_a_column_and_empty_appends_change_nothing() -> None:
 
 
 def test_a_table_cut_at_a_time_keeps_the_rows_up_to_it_without_copying_them() -> None:
-    from profiler.profile.model import SampleTable
+    from memsight.profiler.profile.model import SampleTable
 
     table = SampleTable("ram", ["t", "rss"])
     table.append({"t": np.arange(10.0), "rss": np.arange(10) * 100})

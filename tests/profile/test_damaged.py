@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from profiler.profile.header import FILE_HEADER, FLAG_WHOLE
-from profiler.profile.storage import compact_profile, load_profile
+from memsight.profiler.profile.header import FILE_HEADER, FLAG_WHOLE
+from memsight.profiler.profile.storage import compact_profile, load_profile
 from tests.damaged_files import ROWS, frame_starts, record
 from tests.support import run_cli
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from profiler import protocol
-from profiler.profile.model import Profile
-from profiler.profile.series import forward_batches, iterations
-from profiler.protocol import BACKWARD_PASSES, FORWARD_PASSES, OPTIMIZER_STEPS
+from memsight.profiler import protocol
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.profile.series import forward_batches, iterations
+from memsight.profiler.protocol import BACKWARD_PASSES, FORWARD_PASSES, OPTIMIZER_STEPS
 from tests.factories import MiB, loop, profile, steps, table
 
 

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from profiler import protocol
-from profiler.profile.storage import load_profile
-from profiler.profile.writer import ProfileWriter
-from profiler.protocol import RAM_TABLE, TableSchema
-from profiler.recorder.blocks import TableBuffer
+from memsight.profiler import protocol
+from memsight.profiler.profile.storage import load_profile
+from memsight.profiler.profile.writer import ProfileWriter
+from memsight.profiler.protocol import RAM_TABLE, TableSchema
+from memsight.profiler.recorder.blocks import TableBuffer
 from tests.node_files import MS, MiB, two_nodes
 from tests.support import run_cli
 

@@ -9,14 +9,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from profiler import protocol
-from profiler.profile.header import FILE_HEADER
-from profiler.profile.processes import job_processes
-from profiler.profile.storage import ProfileError, load_profile
-from profiler.profile.writer import ProfileWriter
-from profiler.protocol import RAM_TABLE, STEP_TABLE, TableSchema
-from profiler.recorder.blocks import TableBuffer
-from profiler.recorder.session import PROCS_RAM_TABLE
+from memsight.profiler import protocol
+from memsight.profiler.profile.header import FILE_HEADER
+from memsight.profiler.profile.processes import job_processes
+from memsight.profiler.profile.storage import ProfileError, load_profile
+from memsight.profiler.profile.writer import ProfileWriter
+from memsight.profiler.protocol import RAM_TABLE, STEP_TABLE, TableSchema
+from memsight.profiler.recorder.blocks import TableBuffer
+from memsight.profiler.recorder.session import PROCS_RAM_TABLE
 
 T0 = 1_000_000_000_000
 MS = 1_000_000
@@ -167,7 +167,7 @@ def test_a_snapshot_of_a_job_keeps_its_processes(tmp_path: Path) -> None:
 
 
 def test_report_json_lists_every_process_with_its_peak_iterations_and_end(tmp_path: Path) -> None:
-    from profiler.profile.summary import format_text, to_json
+    from memsight.profiler.profile.summary import format_text, to_json
 
     profile = load_profile(job(tmp_path))
     processes = to_json(profile)["processes"]
@@ -188,7 +188,7 @@ def test_report_json_lists_every_process_with_its_peak_iterations_and_end(tmp_pa
 
 
 def test_a_single_process_report_has_one_process_and_no_job_table(tmp_path: Path) -> None:
-    from profiler.profile.summary import format_text, to_json
+    from memsight.profiler.profile.summary import format_text, to_json
 
     path = write(
         tmp_path / "one.memsight",

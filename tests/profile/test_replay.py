@@ -5,13 +5,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from profiler import protocol
-from profiler.profile import codec
-from profiler.profile.replay import ProfileBuilder
-from profiler.profile.storage import ProfileError, compact_profile, load_profile
-from profiler.profile.writer import ProfileWriter
-from profiler.protocol import FrameReader, ProtocolError
-from profiler.recorder.blocks import TableBuffer
+from memsight.profiler import protocol
+from memsight.profiler.profile import codec
+from memsight.profiler.profile.replay import ProfileBuilder
+from memsight.profiler.profile.storage import ProfileError, compact_profile, load_profile
+from memsight.profiler.profile.writer import ProfileWriter
+from memsight.profiler.protocol import FrameReader, ProtocolError
+from memsight.profiler.recorder.blocks import TableBuffer
 
 T0 = 5_000_000_000
 

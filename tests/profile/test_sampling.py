@@ -10,19 +10,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from profiler import protocol
-from profiler.cli import main
-from profiler.commands.run import _report_saved
-from profiler.profile.model import Profile
-from profiler.profile.summary import (
+from memsight.profiler import protocol
+from memsight.profiler.cli import main
+from memsight.profiler.commands.run import _report_saved
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.profile.summary import (
     format_text,
     sampling_behind_text,
     sampling_pace,
     to_json,
 )
-from profiler.profile.writer import ProfileWriter
-from profiler.recorder.blocks import TableBuffer
-from profiler.report import render_html
+from memsight.profiler.profile.writer import ProfileWriter
+from memsight.profiler.recorder.blocks import TableBuffer
+from memsight.profiler.report import render_html
 from tests.factories import GiB, MiB, profile, sample_profile, table
 from tests.job_files import Rank, constant, load_job
 from tests.support import run_memsight, write_script

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from profiler import protocol
-from profiler.profile.header import FILE_HEADER, FORMAT_VERSION, file_header
-from profiler.profile.model import DeviceInfo, Profile
-from profiler.profile.storage import ProfileError, load_profile
+from memsight.profiler import protocol
+from memsight.profiler.profile.header import FILE_HEADER, FORMAT_VERSION, file_header
+from memsight.profiler.profile.model import DeviceInfo, Profile
+from memsight.profiler.profile.storage import ProfileError, load_profile
 from tests.processes import record_in_terminal
 from tests.support import run_cli, write_script
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from profiler import protocol
-from profiler.recorder.server import AgentServer
+from memsight.profiler import protocol
+from memsight.profiler.recorder.server import AgentServer
 
 
 class Recorder:

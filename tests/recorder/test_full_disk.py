@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from profiler import protocol
-from profiler.profile.storage import load_profile
-from profiler.profile.writer import ProfileWriter
+from memsight.profiler import protocol
+from memsight.profiler.profile.storage import load_profile
+from memsight.profiler.profile.writer import ProfileWriter
 from tests.support import memsight_command, wait_until, write_script
 
 RUN_FRAME = protocol.encode_json_frame(protocol.RUN, {"script": "disk.py", "t0_ns": 1000})

@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from profiler.launch.spec import RunSpec, spec_to_json
-from profiler.profile.live import LiveProfile
-from profiler.profile.storage import load_profile
+from memsight.profiler.launch.spec import RunSpec, spec_to_json
+from memsight.profiler.profile.live import LiveProfile
+from memsight.profiler.profile.storage import load_profile
 from tests.processes import kill_quietly, wait_gone
 from tests.support import ROOT, write_script
 
@@ -18,7 +18,7 @@ from tests.support import ROOT, write_script
 def start_host(script: Path, out: Path) -> subprocess.Popen[bytes]:
     spec = RunSpec(target=str(script), cwd=str(script.parent))
     host = subprocess.Popen(
-        [sys.executable, "-m", "profiler.recorder.host"],
+        [sys.executable, "-m", "memsight.profiler.recorder.host"],
         cwd=ROOT,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -69,7 +69,7 @@ def test_when_the_app_goes_away_the_run_is_stopped_and_the_file_finished(tmp_pat
 def test_a_target_that_cannot_start_is_reported_on_stderr(tmp_path: Path) -> None:
     spec = RunSpec(target="t.py", cwd=str(tmp_path), python=str(tmp_path / "missing-python"))
     host = subprocess.run(
-        [sys.executable, "-m", "profiler.recorder.host"],
+        [sys.executable, "-m", "memsight.profiler.recorder.host"],
         cwd=ROOT,
         input=spec_to_json(spec, tmp_path / "x.memsight").encode() + b"\n",
         capture_output=True,
@@ -85,8 +85,8 @@ def test_a_target_that_cannot_start_is_reported_on_stderr(tmp_path: Path) -> Non
 # the descriptor would hold it): no end of input tells the recording process the app is gone.
 APP_DYING_AT_ONCE = """\
 import os, subprocess, sys
-from profiler.launch.runtime import recorder_host_command
-from profiler.launch.spec import RunSpec, spec_to_json
+from memsight.profiler.launch.runtime import recorder_host_command
+from memsight.profiler.launch.spec import RunSpec, spec_to_json
 
 script, out = sys.argv[1], sys.argv[2]
 spec = RunSpec(target=script, cwd=os.path.dirname(script))

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from profiler import protocol
-from profiler.profile.replay import ProfileBuilder
-from profiler.recorder import nvml
-from profiler.recorder.blocks import TableBuffer
+from memsight.profiler import protocol
+from memsight.profiler.profile.replay import ProfileBuilder
+from memsight.profiler.recorder import nvml
+from memsight.profiler.recorder.blocks import TableBuffer
 
 GiB = 1024**3
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from profiler.launch.spec import RunSpec, spec_to_json
+from memsight.profiler.launch.spec import RunSpec, spec_to_json
 from tests.processes import is_running, kill_quietly, killpg_quietly, process_state, wait_gone
 from tests.support import ROOT, memsight_command, wait_until, write_script
 
@@ -96,7 +96,7 @@ def test_the_apps_stop_leaves_no_daemon_or_background_job(tmp_path: Path) -> Non
     spec = RunSpec(target=str(script), cwd=str(tmp_path), args=(str(pids_dir), "wait"))
     pids: list[int] = []
     with subprocess.Popen(
-        [sys.executable, "-m", "profiler.recorder.host"],
+        [sys.executable, "-m", "memsight.profiler.recorder.host"],
         cwd=ROOT,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from profiler import protocol
-from profiler.recorder import proctree
+from memsight.profiler import protocol
+from memsight.profiler.recorder import proctree
 from tests.support import run_memsight, wait_until, write_script
 
 MiB = 1024 * 1024

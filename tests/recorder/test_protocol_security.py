@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
-from profiler import protocol
-from profiler.launch.spec import RunSpec
-from profiler.profile.storage import load_profile
-from profiler.protocol import TableSchema
-from profiler.recorder import server as server_mod
-from profiler.recorder.server import RECORDER_EVENTS, AgentServer
-from profiler.recorder.session import Recording
+from memsight.profiler import protocol
+from memsight.profiler.launch.spec import RunSpec
+from memsight.profiler.profile.storage import load_profile
+from memsight.profiler.protocol import TableSchema
+from memsight.profiler.recorder import server as server_mod
+from memsight.profiler.recorder.server import RECORDER_EVENTS, AgentServer
+from memsight.profiler.recorder.session import Recording
 from tests.support import ROOT, try_load, wait_until, write_script
 
 TOKEN = "the-one-time-token-of-this-run"
@@ -497,7 +497,7 @@ HOSTILE_AGENT = """\
 #!{python} -S
 import json, os, socket, sys, time
 sys.path.insert(0, {root!r})
-from profiler import protocol
+from memsight.profiler import protocol
 
 config = json.loads(os.environ["MEMSIGHT_AGENT"])
 sock = socket.create_connection((config["host"], config["port"]))

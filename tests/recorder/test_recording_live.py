@@ -7,12 +7,12 @@ from pathlib import Path
 
 import numpy as np
 
-from profiler import protocol
-from profiler.launch.spec import RunSpec
-from profiler.profile.replay import ProfileBuilder
-from profiler.profile.storage import load_profile
-from profiler.protocol import FrameReader
-from profiler.recorder.session import Recording
+from memsight.profiler import protocol
+from memsight.profiler.launch.spec import RunSpec
+from memsight.profiler.profile.replay import ProfileBuilder
+from memsight.profiler.profile.storage import load_profile
+from memsight.profiler.protocol import FrameReader
+from memsight.profiler.recorder.session import Recording
 from tests.support import write_script
 
 

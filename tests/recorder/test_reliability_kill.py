@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from profiler.launch.spec import RunSpec
-from profiler.profile.storage import load_profile
-from profiler.recorder.session import Recording
+from memsight.profiler.launch.spec import RunSpec
+from memsight.profiler.profile.storage import load_profile
+from memsight.profiler.recorder.session import Recording
 from tests.processes import PtyProcess, is_running, kill_quietly, killpg_quietly, wait_gone
 from tests.support import (
     memsight_command,

@@ -11,10 +11,10 @@ import threading
 import numpy as np
 import pytest
 
-from profiler import protocol
-from profiler.recorder import proctree
-from profiler.recorder.blocks import TableBuffer
-from profiler.recorder.sampler import HostSampler, TreeWatcher
+from memsight.profiler import protocol
+from memsight.profiler.recorder import proctree
+from memsight.profiler.recorder.blocks import TableBuffer
+from memsight.profiler.recorder.sampler import HostSampler, TreeWatcher
 from tests.support import wait_until
 
 MiB = 1024 * 1024

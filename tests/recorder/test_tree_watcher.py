@@ -19,10 +19,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from profiler import protocol
-from profiler.recorder import proctree
-from profiler.recorder.blocks import TableBuffer
-from profiler.recorder.sampler import TreeWatcher, _CpuBucket
+from memsight.profiler import protocol
+from memsight.profiler.recorder import proctree
+from memsight.profiler.recorder.blocks import TableBuffer
+from memsight.profiler.recorder.sampler import TreeWatcher, _CpuBucket
 
 MiB = 1024 * 1024
 pytestmark = pytest.mark.skipif(not proctree.IS_LINUX, reason="reads /proc")

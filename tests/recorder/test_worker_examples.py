@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from examples.catalog import EXAMPLES
-from profiler.diagnosis import diagnose
-from profiler.profile.model import Profile
-from profiler.profile.summary import summarize
+from memsight.profiler.diagnosis import diagnose
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.profile.summary import summarize
 from tests.support import run_memsight
 
 MiB = 1024 * 1024

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from profiler.report import write_html
+from memsight.profiler.report import write_html
 from tests.factories import sample_profile
 from tests.support import run_memsight, write_script
 

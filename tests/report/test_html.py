@@ -12,8 +12,8 @@ import markupsafe
 import numpy as np
 import pytest
 
-from profiler.profile.model import Event
-from profiler.report import render_html, write_html
+from memsight.profiler.profile.model import Event
+from memsight.profiler.report import render_html, write_html
 from tests.factories import GiB, MiB, census, holder, sample_profile, table
 
 GOLDEN = Path(__file__).with_name("golden.html")
@@ -182,8 +182,8 @@ def test_the_traceback_shows_every_frame_with_the_users_own_highlighted() -> Non
 def test_a_findings_holder_is_in_its_card() -> None:
     from dataclasses import replace
 
-    from profiler.diagnosis import diagnose
-    from profiler.diagnosis.finding import Location
+    from memsight.profiler.diagnosis import diagnose
+    from memsight.profiler.diagnosis.finding import Location
 
     profile = sample_profile()
     diagnosis = diagnose(profile)

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from profiler.cli import main
-from profiler.diagnosis import diagnose
-from profiler.profile.storage import load_profile
-from profiler.profile.summary import to_json
-from profiler.protocol import RAM_TABLE
-from profiler.report.html import render_html
+from memsight.profiler.cli import main
+from memsight.profiler.diagnosis import diagnose
+from memsight.profiler.profile.storage import load_profile
+from memsight.profiler.profile.summary import to_json
+from memsight.profiler.protocol import RAM_TABLE
+from memsight.profiler.report.html import render_html
 from tests.job_files import MiB, Rank, constant, load_job, oom, write_job
 
 KEYS = {
@@ -81,9 +81,9 @@ def test_report_json_lists_the_launcher_then_each_rank_by_rank(
 
 
 def test_a_single_process_report_lists_the_target_alone(tmp_path: Path) -> None:
-    from profiler import protocol
-    from profiler.profile.writer import ProfileWriter
-    from profiler.recorder.blocks import TableBuffer
+    from memsight.profiler import protocol
+    from memsight.profiler.profile.writer import ProfileWriter
+    from memsight.profiler.recorder.blocks import TableBuffer
 
     path = tmp_path / "one.memsight"
     writer = ProfileWriter(path)

@@ -3,7 +3,7 @@ about the whole job, check_job(views, config)."""
 
 from __future__ import annotations
 
-from profiler.diagnosis.rules import (
+from memsight.profiler.diagnosis.rules import (
     activations_dominate,
     allocator_retention,
     child_failed,

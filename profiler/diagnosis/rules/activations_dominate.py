@@ -11,13 +11,13 @@ Done for RAM when the parameters are on the CPU, and for each CUDA device holdin
 
 from __future__ import annotations
 
-from profiler.diagnosis.activations import ActivationEstimate, dominates, estimates
-from profiler.diagnosis.config import DiagnosisConfig
-from profiler.diagnosis.finding import Evidence, Finding
-from profiler.diagnosis.signals import step_at
-from profiler.profile.model import Profile
-from profiler.profile.series import memory_name
-from profiler.units import format_bytes
+from memsight.profiler.diagnosis.activations import ActivationEstimate, dominates, estimates
+from memsight.profiler.diagnosis.config import DiagnosisConfig
+from memsight.profiler.diagnosis.finding import Evidence, Finding
+from memsight.profiler.diagnosis.signals import step_at
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.profile.series import memory_name
+from memsight.profiler.units import format_bytes
 
 RULE_ID = "activations-dominate"
 EXPLANATION = (

@@ -19,12 +19,12 @@ allocations and the bytes malloc keeps free grew over the same span.
 
 from __future__ import annotations
 
-from profiler.diagnosis.config import DiagnosisConfig
-from profiler.diagnosis.finding import Evidence, Finding
-from profiler.diagnosis.growth import Growth, growths
-from profiler.profile.model import Profile
-from profiler.profile.series import memory_name
-from profiler.units import format_bytes, format_duration, format_signed_bytes
+from memsight.profiler.diagnosis.config import DiagnosisConfig
+from memsight.profiler.diagnosis.finding import Evidence, Finding
+from memsight.profiler.diagnosis.growth import Growth, growths
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.profile.series import memory_name
+from memsight.profiler.units import format_bytes, format_duration, format_signed_bytes
 
 RULE_ID = "allocator-retention"
 EXPLANATION = (

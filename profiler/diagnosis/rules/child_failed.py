@@ -19,12 +19,17 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from profiler.diagnosis.children import child_facts, is_child
-from profiler.diagnosis.config import DiagnosisConfig
-from profiler.diagnosis.finding import Evidence, Finding
-from profiler.diagnosis.signals import MESSAGE_CHARS, STOPPED_FROM_OUTSIDE, final_exception
-from profiler.diagnosis.where import describe, exception_locations, parse_traceback, user_frame
-from profiler.profile.model import Profile
+from memsight.profiler.diagnosis.children import child_facts, is_child
+from memsight.profiler.diagnosis.config import DiagnosisConfig
+from memsight.profiler.diagnosis.finding import Evidence, Finding
+from memsight.profiler.diagnosis.signals import MESSAGE_CHARS, STOPPED_FROM_OUTSIDE, final_exception
+from memsight.profiler.diagnosis.where import (
+    describe,
+    exception_locations,
+    parse_traceback,
+    user_frame,
+)
+from memsight.profiler.profile.model import Profile
 
 RULE_ID = "child-failed"
 EXPLANATION = (

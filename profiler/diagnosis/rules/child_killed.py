@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import signal
 
-from profiler.diagnosis.children import child_facts, is_child
-from profiler.diagnosis.config import DiagnosisConfig
-from profiler.diagnosis.finding import Evidence, Finding
-from profiler.diagnosis.signals import CRASH_SIGNALS
-from profiler.profile.model import Profile
-from profiler.units import format_bytes
+from memsight.profiler.diagnosis.children import child_facts, is_child
+from memsight.profiler.diagnosis.config import DiagnosisConfig
+from memsight.profiler.diagnosis.finding import Evidence, Finding
+from memsight.profiler.diagnosis.signals import CRASH_SIGNALS
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.units import format_bytes
 
 RULE_ID = "child-killed"
 EXPLANATION_KILLED = (

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from profiler import protocol
-from profiler.diagnosis.config import DiagnosisConfig
-from profiler.diagnosis.finding import Evidence, Finding
-from profiler.profile.model import Profile, SampleTable
-from profiler.units import format_bytes, format_duration
+from memsight.profiler import protocol
+from memsight.profiler.diagnosis.config import DiagnosisConfig
+from memsight.profiler.diagnosis.finding import Evidence, Finding
+from memsight.profiler.profile.model import Profile, SampleTable
+from memsight.profiler.units import format_bytes, format_duration
 
 RULE_ID = "dataloader-worker-growth"
 EXPLANATION = (

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from profiler.diagnosis.blocks import oom_blocks
-from profiler.diagnosis.config import DiagnosisConfig
-from profiler.diagnosis.finding import Evidence, Finding
-from profiler.diagnosis.signals import final_exception, gpu_devices, gpu_rows
-from profiler.profile.model import Profile
-from profiler.units import format_bytes
+from memsight.profiler.diagnosis.blocks import oom_blocks
+from memsight.profiler.diagnosis.config import DiagnosisConfig
+from memsight.profiler.diagnosis.finding import Evidence, Finding
+from memsight.profiler.diagnosis.signals import final_exception, gpu_devices, gpu_rows
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.units import format_bytes
 
 RULE_ID = "fragmentation"
 EXPLANATION = (

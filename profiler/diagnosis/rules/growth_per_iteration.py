@@ -32,14 +32,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from profiler.diagnosis.config import DiagnosisConfig
-from profiler.diagnosis.finding import Evidence, Finding, Location
-from profiler.diagnosis.growth import Growth, growths
-from profiler.diagnosis.holders import growing_holders, locations, unnamed_because
-from profiler.profile.model import Profile
-from profiler.profile.series import memory_name
-from profiler.protocol import BACKWARD_PASSES, FORWARD_PASSES
-from profiler.units import format_bytes, format_duration
+from memsight.profiler.diagnosis.config import DiagnosisConfig
+from memsight.profiler.diagnosis.finding import Evidence, Finding, Location
+from memsight.profiler.diagnosis.growth import Growth, growths
+from memsight.profiler.diagnosis.holders import growing_holders, locations, unnamed_because
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.profile.series import memory_name
+from memsight.profiler.protocol import BACKWARD_PASSES, FORWARD_PASSES
+from memsight.profiler.units import format_bytes, format_duration
 
 RULE_ID = "growth-per-iteration"
 

@@ -27,11 +27,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from profiler import protocol
-from profiler.diagnosis.adders import source_line
-from profiler.diagnosis.config import DiagnosisConfig
-from profiler.diagnosis.finding import Evidence, Finding, Location, Severity
-from profiler.diagnosis.signals import (
+from memsight.profiler import protocol
+from memsight.profiler.diagnosis.adders import source_line
+from memsight.profiler.diagnosis.config import DiagnosisConfig
+from memsight.profiler.diagnosis.finding import Evidence, Finding, Location, Severity
+from memsight.profiler.diagnosis.signals import (
     backward_count,
     forward_rows,
     linked_forward_ids,
@@ -39,9 +39,9 @@ from profiler.diagnosis.signals import (
     sampled_series,
     step_at,
 )
-from profiler.profile.model import Profile
-from profiler.profile.series import forward_batches, memory_name
-from profiler.units import format_bytes
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.profile.series import forward_batches, memory_name
+from memsight.profiler.units import format_bytes
 
 RULE_ID = "inference-without-no-grad"
 MAX_SITES = 3

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from profiler import protocol
-from profiler.diagnosis.config import DiagnosisConfig
-from profiler.diagnosis.finding import Evidence, Finding
-from profiler.profile.model import Profile
+from memsight.profiler import protocol
+from memsight.profiler.diagnosis.config import DiagnosisConfig
+from memsight.profiler.diagnosis.finding import Evidence, Finding
+from memsight.profiler.profile.model import Profile
 
 RULE_ID = "missing-zero-grad"
 EXPLANATION = (

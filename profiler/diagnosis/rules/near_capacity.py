@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from profiler.diagnosis.config import DiagnosisConfig
-from profiler.diagnosis.finding import Evidence, Finding
-from profiler.diagnosis.signals import (
+from memsight.profiler.diagnosis.config import DiagnosisConfig
+from memsight.profiler.diagnosis.finding import Evidence, Finding
+from memsight.profiler.diagnosis.signals import (
     device_total,
     gpu_devices,
     gpu_rows,
     oom_kind,
     ram_capacity,
 )
-from profiler.profile.model import Profile
-from profiler.profile.series import process_tree
-from profiler.units import format_bytes
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.profile.series import process_tree
+from memsight.profiler.units import format_bytes
 
 RULE_ID = "near-capacity"
 EXPLANATION = (

@@ -7,13 +7,13 @@ is not seen as mixed precision.
 
 from __future__ import annotations
 
-from profiler import protocol
-from profiler.diagnosis.activations import dominates, estimates
-from profiler.diagnosis.config import DiagnosisConfig
-from profiler.diagnosis.finding import Evidence, Finding
-from profiler.diagnosis.signals import forward_rows
-from profiler.profile.model import Profile
-from profiler.units import format_bytes
+from memsight.profiler import protocol
+from memsight.profiler.diagnosis.activations import dominates, estimates
+from memsight.profiler.diagnosis.config import DiagnosisConfig
+from memsight.profiler.diagnosis.finding import Evidence, Finding
+from memsight.profiler.diagnosis.signals import forward_rows
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.units import format_bytes
 
 RULE_ID = "no-mixed-precision"
 EXPLANATION = (

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from profiler.diagnosis.config import DiagnosisConfig
-from profiler.diagnosis.finding import Evidence, Finding
-from profiler.diagnosis.signals import device_total, gpu_devices, gpu_rows
-from profiler.profile.model import Profile
-from profiler.units import format_bytes
+from memsight.profiler.diagnosis.config import DiagnosisConfig
+from memsight.profiler.diagnosis.finding import Evidence, Finding
+from memsight.profiler.diagnosis.signals import device_total, gpu_devices, gpu_rows
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.units import format_bytes
 
 RULE_ID = "non-pytorch-gpu-memory"
 EXPLANATION = (

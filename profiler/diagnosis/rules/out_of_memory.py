@@ -22,28 +22,28 @@ from typing import Any
 
 import numpy as np
 
-from profiler.diagnosis.blocks import block_locations, blocks_text, oom_blocks
-from profiler.diagnosis.config import DiagnosisConfig
-from profiler.diagnosis.contents import Census, censuses
-from profiler.diagnosis.contents import describe as describe_holder
-from profiler.diagnosis.finding import Evidence, Finding
-from profiler.diagnosis.holders import holding_locations, largest_holders
-from profiler.diagnosis.signals import (
+from memsight.profiler.diagnosis.blocks import block_locations, blocks_text, oom_blocks
+from memsight.profiler.diagnosis.config import DiagnosisConfig
+from memsight.profiler.diagnosis.contents import Census, censuses
+from memsight.profiler.diagnosis.contents import describe as describe_holder
+from memsight.profiler.diagnosis.finding import Evidence, Finding
+from memsight.profiler.diagnosis.holders import holding_locations, largest_holders
+from memsight.profiler.diagnosis.signals import (
     device_total,
     final_exception,
     killed_near_limit,
     ram_capacity,
     step_at,
 )
-from profiler.diagnosis.where import (
+from memsight.profiler.diagnosis.where import (
     add_locations,
     describe,
     exception_locations,
     script_path,
 )
-from profiler.profile.model import Event, Profile
-from profiler.profile.series import process_tree
-from profiler.units import format_bytes
+from memsight.profiler.profile.model import Event, Profile
+from memsight.profiler.profile.series import process_tree
+from memsight.profiler.units import format_bytes
 
 RULE_ID = "out-of-memory"
 EXPLANATION = (

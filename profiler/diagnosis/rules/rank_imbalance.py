@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from profiler.diagnosis.config import DiagnosisConfig
-from profiler.diagnosis.finding import Evidence, Finding
-from profiler.diagnosis.job import activity_at, ranks_of
-from profiler.profile.model import Profile
-from profiler.units import format_bytes
+from memsight.profiler.diagnosis.config import DiagnosisConfig
+from memsight.profiler.diagnosis.finding import Evidence, Finding
+from memsight.profiler.diagnosis.job import activity_at, ranks_of
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.units import format_bytes
 
 RULE_ID = "rank-imbalance"
 EXPLANATION = (

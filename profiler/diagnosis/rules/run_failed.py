@@ -23,17 +23,17 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from profiler import protocol
-from profiler.diagnosis.config import DiagnosisConfig
-from profiler.diagnosis.finding import Evidence, Finding, Location
-from profiler.diagnosis.signals import (
+from memsight.profiler import protocol
+from memsight.profiler.diagnosis.config import DiagnosisConfig
+from memsight.profiler.diagnosis.finding import Evidence, Finding, Location
+from memsight.profiler.diagnosis.signals import (
     CRASH_SIGNALS,
     MESSAGE_CHARS,
     STOPPED_FROM_OUTSIDE,
     final_exception,
     step_at,
 )
-from profiler.diagnosis.where import (
+from memsight.profiler.diagnosis.where import (
     SYNTAX_ERRORS,
     SYNTAX_WHERE,
     Frame,
@@ -43,8 +43,8 @@ from profiler.diagnosis.where import (
     script_path,
     user_frame,
 )
-from profiler.profile.model import Profile
-from profiler.profile.processes import ROLE_RANK
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.profile.processes import ROLE_RANK
 
 RULE_ID = "run-failed"
 EXPLANATION_EARLY = (

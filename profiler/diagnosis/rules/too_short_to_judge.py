@@ -18,14 +18,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from profiler.diagnosis.config import DiagnosisConfig
-from profiler.diagnosis.finding import Evidence, Finding, Plot
-from profiler.diagnosis.signals import iteration_levels
-from profiler.diagnosis.span import finished
-from profiler.profile.model import Profile
-from profiler.profile.series import memory_name
-from profiler.protocol import OPTIMIZER_STEPS
-from profiler.units import format_bytes
+from memsight.profiler.diagnosis.config import DiagnosisConfig
+from memsight.profiler.diagnosis.finding import Evidence, Finding, Plot
+from memsight.profiler.diagnosis.signals import iteration_levels
+from memsight.profiler.diagnosis.span import finished
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.profile.series import memory_name
+from memsight.profiler.protocol import OPTIMIZER_STEPS
+from memsight.profiler.units import format_bytes
 
 RULE_ID = "too-short-to-judge"
 EXPLANATION = (
