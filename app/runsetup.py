@@ -182,10 +182,13 @@ class RunSetupPanel(QWidget):
             "interval": self.interval.valueChanged,
             "ram_budget": self.ram_budget.textChanged,
         }
+        # The working dir follows the script while it is the script's folder, its default, so
+        # a path typed and run at once (Ctrl+R without Enter) runs in its own folder.
+        self._script_before = ""
+        self.script.textChanged.connect(self._follow_script)
         for setting, changed in changes.items():
             changed.connect(functools.partial(self._field_changed, setting))
-            if setting != "script":  # the script's folder, the default, follows the script
-                changed.connect(self._count_changed)
+            changed.connect(self._count_changed)
         self.hooks.toggled.connect(self._count_changed)
         self._count_changed()
 
@@ -241,10 +244,13 @@ class RunSetupPanel(QWidget):
 
     def _default_cwd(self) -> str:
         """Where a run starts when nobody says otherwise: the script's folder."""
-        target = self.script.text().strip()
-        if not target or target.startswith("-m "):
-            return os.getcwd()
-        return str(Path(target).resolve().parent)
+        return _folder_of(self.script.text())
+
+    def _follow_script(self, text: str) -> None:
+        before, self._script_before = self._script_before, text
+        cwd = self.cwd.text().strip()
+        if not cwd or _same_folder(cwd, _folder_of(before)):
+            self.cwd.setText(_folder_of(text) if text.strip() else "")
 
     def _count_changed(self) -> None:
         changed = self.changed_settings()
@@ -262,7 +268,7 @@ class RunSetupPanel(QWidget):
         self.script.setText(path)
         setup = setup or ScriptSetup()
         self.args.setText(setup.args)
-        self.cwd.setText(setup.cwd or (str(Path(path).resolve().parent) if path else ""))
+        self.cwd.setText(setup.cwd or (_folder_of(path) if path else ""))
         if setup.python:
             self.add_python(setup.python)
             self.python.setCurrentText(setup.python)
@@ -275,9 +281,11 @@ class RunSetupPanel(QWidget):
         self.show_problems([])
 
     def setup(self) -> ScriptSetup:
+        cwd = self.cwd.text().strip()
         return ScriptSetup(
             args=self.args.text(),
-            cwd=self.cwd.text().strip(),
+            # The default is not stored: it is the script's folder wherever the script is.
+            cwd="" if _same_folder(cwd, self._default_cwd()) else cwd,
             python=self.python.currentText().strip(),
             env=self.env.toPlainText(),
             interval_ms=self.interval.value(),
@@ -301,9 +309,7 @@ class RunSetupPanel(QWidget):
             raise InvalidSetting(
                 Problem("args", f"The arguments cannot be split: {exc}.")
             ) from None
-        cwd = self.cwd.text().strip() or (
-            str(Path(target).resolve().parent) if target and not module else os.getcwd()
-        )
+        cwd = self.cwd.text().strip() or self._default_cwd()
         env = dict(os.environ)
         for number, line in enumerate(self.env.toPlainText().splitlines(), start=1):
             if not line.strip() or line.lstrip().startswith("#"):
@@ -389,6 +395,18 @@ class RunSetupPanel(QWidget):
         if path:
             self.add_python(path)
             self.python.setCurrentText(path)
+
+
+def _folder_of(target: str) -> str:
+    """The default working dir of a run of `target`: the script's folder (for `-m module`, or
+    no script yet, memsight's own)."""
+    target = target.strip()
+    if not target or target.startswith("-m "):
+        return os.getcwd()
+    try:
+        return str(Path(target).resolve().parent)
+    except (OSError, ValueError):  # a name too long for the system, or with a NUL
+        return os.getcwd()
 
 
 def _same_folder(a: str, b: str) -> bool:

@@ -145,3 +145,29 @@ def test_browse_beside_the_script_opens_the_script_chosen(
     assert window.setup_panel.script.text() == str(script)
     assert window.setup_panel.cwd.text() == str(script.parent)
     assert window.windowTitle() == "memsight — train.py"
+
+
+def test_a_script_typed_and_run_at_once_runs_in_its_own_folder(
+    window: MainWindow, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Type a new path and press Ctrl+R without Enter: the working dir, which was the old
+    # script's folder (its default), follows the field, and no folder is stored for the script.
+    first = write_script(tmp_path / "first", "train.py", "pass\n")
+    second = write_script(tmp_path / "second", "train.py", "pass\n")
+    window.open_script(str(first))
+    panel = window.setup_panel
+    started: list[str] = []
+    monkeypatch.setattr(window.session, "start", lambda spec, out: started.append(spec.cwd))
+    panel.script.setText(str(second))
+    window.run_action.trigger()
+    assert started == [str(second.parent)]
+    assert window.settings.setups[str(second.resolve())].cwd == ""
+    assert panel.more_button.text() == "More"
+
+    # A folder the user chose stays, and the More button says it differs from the default.
+    panel.cwd.setText(str(tmp_path))
+    panel.script.setText(str(first))
+    window.run_action.trigger()
+    assert started[-1] == str(tmp_path)
+    assert window.settings.setups[str(first.resolve())].cwd == str(tmp_path)
+    assert panel.more_button.text() == "More (1 changed)"
