@@ -126,18 +126,23 @@ class RunStatusBar(QStatusBar):
             self.state_label.setText(f"Ended: {profile.info.ended_by}")
             elapsed = profile.duration
         self.elapsed_label.setText(format_duration(elapsed))
+        # Until the run's first sample, a dash: never the figures of the run shown before.
         ram = profile.ram
         if ram is not None and len(ram):
             self.ram_label.setText(
                 f"RAM {format_bytes(int(ram['rss'][-1]))} · "
                 f"peak {format_bytes(self._peak(profile, 'ram', ram['rss_peak']))}"
             )
+        else:
+            self.ram_label.setText("RAM —")
         gpu = profile.gpu
-        if gpu is not None:
+        if gpu is not None and len(gpu):
             self.gpu_label.setText(
                 f"VRAM {format_bytes(int(gpu['allocated'][-1]))} · "
                 f"peak {format_bytes(self._peak(profile, 'gpu', gpu['allocated_peak']))}"
             )
+        elif gpu is not None:
+            self.gpu_label.setText("VRAM —")
         else:
             self.gpu_label.setText("no GPU")
         self._show_rate(profile, running)

@@ -64,6 +64,11 @@ FOLLOW_WINDOW_S = 60.0
 # The whole job's total: the target's process tree holds every process of the job.
 JOB_TREE_LABEL = "Whole job (tree)"
 
+# What the plot says while there is nothing to draw.
+NO_RUN_TEXT = "Open a script or drop it here, then Run"
+WAITING_TEXT = "Waiting for the first sample…"
+NO_SAMPLES_TEXT = "This run recorded no memory samples"
+
 
 class TimelineView(QWidget):
     """RAM and GPU timelines with markers; emits followChanged when the user takes over."""
@@ -146,7 +151,7 @@ class TimelineView(QWidget):
         self.gpu_shown = True
         self._empty_shown = False
         # What to do, where a run's curves will be, until there is one.
-        self.empty = pg.TextItem("Open a script or drop it here, then Run", anchor=(0.5, 0.5))
+        self.empty = pg.TextItem(NO_RUN_TEXT, anchor=(0.5, 0.5))
         self.ram_plot.addItem(self.empty, ignoreBounds=True)
 
         self.lane.getViewBox().sigXRangeChanged.connect(self._on_range_changed)
@@ -299,10 +304,13 @@ class TimelineView(QWidget):
                 curve.reset()
             self.job_curves.clear()
             self._show_gpu(False)
-            self._show_empty(True)
+            self._show_empty(NO_RUN_TEXT)
             self.process_choice.hide()
             return
-        self._show_empty(False)
+        # A run's first sample comes a moment after it starts: until then the plot shows that
+        # it waits, never the run shown before (its y range stays with an empty curve).
+        sampled = profile.ram is not None and len(profile.ram) > 0
+        self._show_empty(None if sampled else WAITING_TEXT if self.running else NO_SAMPLES_TEXT)
         if force:
             for curve in self.curves.values():
                 curve.reset()
@@ -448,8 +456,12 @@ class TimelineView(QWidget):
         else:
             self.graphics.ci.removeItem(self.gpu_plot)
 
-    def _show_empty(self, empty: bool) -> None:
-        """No run yet: the message, and no byte axis counting from nothing."""
+    def _show_empty(self, message: str | None) -> None:
+        """Nothing to draw (no run yet, or no sample of it): `message` in the middle, and no
+        byte axis counting from nothing. None: the run's samples."""
+        empty = message is not None
+        if message is not None and message != self.empty.textItem.toPlainText():
+            self.empty.setText(message)
         if empty == self.empty.isVisible() and empty == self._empty_shown:
             return
         self._empty_shown = empty

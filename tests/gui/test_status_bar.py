@@ -92,3 +92,33 @@ def test_an_opened_profile_that_fell_behind_says_so_in_a_window_that_fits_half_a
     assert window.status.rate_label.text().endswith("800 samples/s (asked 1000)")
     assert window.minimumSizeHint().width() <= HALF_A_FULL_HD_SCREEN
     assert window.width() == 900
+
+
+def test_a_new_run_shows_dashes_and_waits_until_its_first_sample(
+    window: MainWindow, tmp_path: Path
+) -> None:
+    # The run shown before peaked at 100 MiB; the new one has no sample yet: nothing of the
+    # old run stays in the status bar or in the plot's range.
+    before = run_of(0.01 * np.arange(100))
+    window._show_profile(before, tmp_path / "before.memsight")
+    assert window.status.ram_label.text() == "RAM 100.0 MiB · peak 100.0 MiB"
+    starting = profile(table("ram", []), interval_ms=10.0)
+    window._show_profile(starting, tmp_path / "starting.memsight", running=True)
+    assert window.status.ram_label.text() == "RAM —"
+    view = window.timeline
+    assert view.empty.isVisible()
+    assert view.empty.textItem.toPlainText() == "Waiting for the first sample…"
+    assert not view.ram_plot.getAxis("left").style["showValues"]
+
+    assert starting.ram is not None
+    starting.ram.append(ram_rows(np.array([0.01, 0.02])))
+    window._on_samples()
+    window._update_status()
+    assert window.status.ram_label.text().startswith("RAM 100.0 MiB")
+    assert not view.empty.isVisible()
+
+    # A run that ends with no sample at all says so, not "Waiting".
+    empty = profile(table("ram", []), interval_ms=10.0)
+    window._show_profile(empty, tmp_path / "empty.memsight")
+    assert window.status.ram_label.text() == "RAM —"
+    assert view.empty.textItem.toPlainText() == "This run recorded no memory samples"
