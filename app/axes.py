@@ -70,9 +70,24 @@ class SecondsAxis(pg.AxisItem):
     """Seconds since the start, in one format per view: "m:ss" when it spans two minutes or
     more (every tick level alike), else seconds with the decimals the spacing needs."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The ticks say "s" themselves: pyqtgraph's own scaling would add "(x0.001)" to the
+        # label of a run under a second while the ticks stay in seconds.
+        self.enableAutoSIPrefix(False)
+
     def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
         low, high = self.range
         if high - low >= 120:
             return [f"{int(v // 60)}:{int(v % 60):02d}" for v in values]
-        decimals = 0 if spacing >= 1 else (1 if spacing >= 0.1 else 3)
+        decimals = decimals_for(spacing)
         return [f"{v:.{decimals}f} s" for v in values]
+
+
+def decimals_for(spacing: float, most: int = 6) -> int:
+    """The fewest decimals that tell ticks `spacing` apart exactly (0.25 → 2, 0.0005 → 4): a
+    view of a few milliseconds never labels two ticks "0.000 s"."""
+    decimals = 0
+    while decimals < most and abs(round(spacing, decimals) - spacing) > spacing * 1e-6:
+        decimals += 1
+    return decimals

@@ -61,6 +61,15 @@ def test_one_time_format_per_view(qtbot: QtBot) -> None:
     axis.setRange(0, 90)
     assert axis.tickStrings([30, 60], 1, 30) == ["30 s", "60 s"]
     assert axis.tickStrings([0.5], 1, 0.5) == ["0.5 s"]
+    # A run under a second: seconds, with no "(x0.001)" beside the label.
+    axis.setLabel("time since start")
+    axis.setRange(0, 0.8)
+    assert axis.labelString().split(">")[1].split("<")[0].strip() == "time since start"
+    assert axis.tickStrings([0.2, 0.4], 1, 0.2) == ["0.2 s", "0.4 s"]
+    # A few milliseconds (a truncated profile): every tick its own label.
+    axis.setRange(0, 0.002)
+    ticks = axis.tickStrings([0.0005, 0.001, 0.0015], 1, 0.0005)
+    assert ticks == ["0.0005 s", "0.0010 s", "0.0015 s"]
 
 
 def test_ctrl_o_opens_a_script_into_the_run_bar(
