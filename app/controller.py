@@ -37,6 +37,8 @@ class RunController:
         self.spec = spec
         self.out_path = out_path
         self.live = LiveProfile()
+        # The file the run is written to names it (in an exported report too) from the start.
+        self.live.profile.source = str(out_path)
         self.host: subprocess.Popen[bytes] | None = None
         self.error: str | None = None
         self.stopping = False

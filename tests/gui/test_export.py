@@ -26,7 +26,9 @@ def test_export_writes_the_report_of_the_run_shown(
     assert window.export_html_to(str(out))
     text = out.read_text(encoding="utf-8")
     assert "nozero.py" in text and "missing-zero-grad" in text
-    assert window.profile is not None
+    assert window.profile is not None and window.profile_path is not None
+    # Exported straight after the live run: named by the file it was recorded into.
+    assert f"profile <code>{window.profile_path.name}</code>" in text
     assert text == render_html(window.profile)  # the same report as memsight report --html
     assert "Exported" in window.statusBar().currentMessage()
 
