@@ -40,6 +40,7 @@ from memsight.app.recordings import recordings_dir
 from memsight.app.runsetup import RunSetupPanel
 from memsight.app.session import RunSession
 from memsight.app.settings import AppSettings, ScriptSetup
+from memsight.app.shortcuts import WindowShortcuts
 from memsight.app.statusbar import RunStatusBar
 from memsight.app.timeline import TimelineView
 from memsight.profiler.diagnosis import Finding
@@ -134,6 +135,8 @@ class MainWindow(QMainWindow):
 
         self.findings.message.connect(lambda text: self.status.showMessage(text, 10_000))
         self._make_actions()
+        # Ctrl+E and the rest from every widget, the text fields included (app/shortcuts.py).
+        self.shortcuts = WindowShortcuts(self, self.findChildren(QAction))
         self.setup_panel.runRequested.connect(self.start_run)
         self.setup_panel.stopRequested.connect(self.stop_run)
         self.setup_panel.scriptChosen.connect(self.open_script)
