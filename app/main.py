@@ -12,7 +12,9 @@ from PySide6.QtGui import QGuiApplication, QIcon
 from PySide6.QtWidgets import QApplication
 
 from memsight import profiler
+from memsight.app.crashlog import CrashLog, ended_message
 from memsight.app.mainwindow import MainWindow
+from memsight.app.recordings import data_dir
 from memsight.profiler import resources
 
 ICON_SIZES = (16, 24, 32, 48, 64, 128, 256)
@@ -71,8 +73,19 @@ def run_gui(argv: list[str]) -> int:
     app.setApplicationVersion(profiler.__version__)
     QGuiApplication.setDesktopFileName("memsight")  # matches resources/memsight.desktop
     QApplication.setWindowIcon(app_icon())
+    # A session before this one that ended without Quit: said on stderr and in the window.
+    crash_log = CrashLog(data_dir())
+    message = ended_message(crash_log.take_ended(), crash_log.path)
+    if message:
+        sys.stderr.write(f"memsight: {message}\n")
+        sys.stderr.flush()
+    crash_log.start()
     window = MainWindow()
     window.show()
+    if message:
+        window.status.showMessage(message, 60_000)
     if argv:
         window.open_path(argv[0])
-    return int(app.exec())
+    status = int(app.exec())
+    crash_log.end()
+    return status

@@ -1,4 +1,4 @@
-"""Where the app keeps the profiles of the runs it records."""
+"""Where the app keeps its files: the profiles of the runs it records, and its crash log."""
 
 from __future__ import annotations
 
@@ -7,8 +7,13 @@ from pathlib import Path
 from PySide6.QtCore import QStandardPaths
 
 
-def recordings_dir() -> Path:
+def data_dir() -> Path:
+    """The app's own data folder (~/.local/share/memsight/memsight on Linux)."""
     base = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.AppDataLocation)
-    path = Path(base or Path.home() / ".memsight") / "recordings"
+    return Path(base or Path.home() / ".memsight")
+
+
+def recordings_dir() -> Path:
+    path = data_dir() / "recordings"
     path.mkdir(parents=True, exist_ok=True)
     return path
