@@ -30,7 +30,7 @@ from memsight.profiler.codefiles import is_pseudo_file
 from memsight.profiler.diagnosis import Diagnosis, Finding, Location, diagnose, get_fix
 from memsight.profiler.diagnosis.finding import SEVERITY_COLORS, SEVERITY_LABELS, severity_counts
 from memsight.profiler.profile.model import Profile
-from memsight.profiler.profile.summary import summarize
+from memsight.profiler.profile.summary import damage_read_text, judged_nothing, summarize
 from memsight.profiler.units import format_bytes, format_duration
 
 
@@ -139,11 +139,14 @@ def no_problems_html(profile: Profile, final: bool) -> str:
         else "Findings update while the run goes on."
     )
     if profile.damaged is not None:  # a verdict on a fragment says it is one
-        head = "No problems found in the part that could be read"
+        head = (
+            "Nothing judged: no memory sample could be read"
+            if judged_nothing(profile)
+            else "No problems found in the part that could be read"
+        )
         note = (
-            f"This file is damaged: {_e(profile.damaged.reason)}. Only "
-            f"{profile.damaged.read_bytes:,} of its {profile.damaged.file_bytes:,} bytes were "
-            "read; the rest of the run is not judged."
+            f"This file is damaged: {_e(profile.damaged.reason)}. memsight "
+            f"{_e(damage_read_text(profile) or '')}; the rest of the run is not judged."
         )
     return f"<h3>{head}</h3><p>{note}</p><table cellspacing='6'>{table}</table>"
 
@@ -231,6 +234,9 @@ class FindingsPanel(QWidget):
         state = "" if self.final else " (run in progress)"
         if self.profile is not None and self.profile.damaged is not None:
             state = " in the part of the damaged file that could be read"
+        if not findings and self.profile is not None and judged_nothing(self.profile):
+            self.header.setText("Damaged file: nothing judged, no memory sample could be read")
+            return
         if not findings:
             self.header.setText(f"No problems found{state}")
             return

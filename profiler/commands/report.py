@@ -13,10 +13,16 @@ from typing import TYPE_CHECKING, Any
 from memsight.profiler.command_line import ArgumentParser, UsageError
 from memsight.profiler.commands.errors import error, output_error
 from memsight.profiler.profile.storage import ProfileError, load_profile
-from memsight.profiler.profile.summary import format_text, summarize, to_json
+from memsight.profiler.profile.summary import (
+    damage_read_text,
+    format_text,
+    judged_nothing,
+    summarize,
+    to_json,
+)
 from memsight.profiler.terminal_text import terminal_safe
 from memsight.profiler.typed_values import integer_between, shown
-from memsight.profiler.units import format_bytes, format_duration
+from memsight.profiler.units import format_bytes
 
 if TYPE_CHECKING:
     from memsight.profiler.diagnosis import Diagnosis
@@ -144,17 +150,20 @@ def cmd_report(argv: Sequence[str]) -> int:
         # The target's strings are in both: shown escaped, never acted on by the terminal.
         verdict = format_findings(diagnosis)
         if profile.damaged is not None:
-            verdict = _damage_text(profile) + verdict.replace(*_WHOLE_RUN_VERDICT)
+            part = _NOTHING_JUDGED if judged_nothing(profile) else _PART_JUDGED
+            verdict = _damage_text(profile) + verdict.replace(_WHOLE_RUN_VERDICT, part)
         report = format_text(profile, options.profile) + "\n" + verdict
         sys.stdout.write(terminal_safe(report, lines=True))
     return 0
 
 
-# A damaged file's verdict is about the part read, never about the whole run.
-_WHOLE_RUN_VERDICT = (
-    "none of the rules matched this run.",
-    "none of the rules matched the part of the run that could be read.",
+# A damaged file's verdict is about the part read, never about the whole run; with no sample
+# read there is none.
+_WHOLE_RUN_VERDICT = "No problems found: none of the rules matched this run."
+_PART_JUDGED = (
+    "No problems found: none of the rules matched the part of the run that could be read."
 )
+_NOTHING_JUDGED = "Nothing judged: no memory sample could be read from the file."
 
 
 def _damage_json(profile: Profile) -> dict[str, Any] | None:
@@ -174,11 +183,10 @@ def _damage_json(profile: Profile) -> dict[str, Any] | None:
 
 def _damage_text(profile: Profile) -> str:
     damage = profile.damaged
-    assert damage is not None
-    s = summarize(profile)
+    read = damage_read_text(profile)
+    assert damage is not None and read is not None
     return (
         f"DAMAGED FILE: {damage.reason}.\n"
-        f"  Read {damage.read_bytes:,} of {damage.file_bytes:,} bytes: {s.samples:,} samples "
-        f"over {format_duration(s.duration_s)}. The findings below judge only that part;\n"
+        f"  {read[0].upper()}{read[1:]}. The findings below judge only that part;\n"
         "  the rest of the run is not in the file.\n\n"
     )

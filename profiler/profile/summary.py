@@ -168,6 +168,24 @@ def summarize(profile: Profile) -> RunSummary:
     )
 
 
+def damage_read_text(profile: Profile) -> str | None:
+    """What of a damaged file was read: "read 907 of 1,000 bytes: 12 samples over 0.11 s"
+    (None for a whole file). The CLI's report and the app's Findings panel both say it."""
+    damage = profile.damaged
+    if damage is None:
+        return None
+    return (
+        f"read {damage.read_bytes:,} of {damage.file_bytes:,} bytes: "
+        f"{profile.sample_count:,} samples over {format_duration(profile.duration)}"
+    )
+
+
+def judged_nothing(profile: Profile) -> bool:
+    """A damaged file of which no memory sample could be read: there is no verdict to give,
+    and "no problems found" would read as one."""
+    return profile.damaged is not None and profile.sample_count == 0
+
+
 def _children(profile: Profile) -> list[ChildSummary]:
     table = profile.table("children")
     out = []

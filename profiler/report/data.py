@@ -38,6 +38,8 @@ from memsight.profiler.profile.series import (
     process_tree_bytes,
 )
 from memsight.profiler.profile.summary import (
+    damage_read_text,
+    judged_nothing,
     process_row,
     sampling_behind_text,
     sampling_pace,
@@ -315,6 +317,10 @@ def report_context(profile: Profile, diagnosis: Diagnosis, name: str) -> dict[st
             "memsight_version": info.memsight_version,
             "complete": profile.complete,
             "warnings": list(profile.warnings),
+            # A damaged file: what of it was read ("" for a whole file), and whether no sample
+            # was, so there is no verdict to give.
+            "damage_read": damage_read_text(profile) or "",
+            "nothing_judged": judged_nothing(profile),
         },
         "peaks": [
             peak("RAM, main process", s.ram, "no samples"),

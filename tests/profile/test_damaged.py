@@ -33,6 +33,9 @@ def test_a_finished_run_cut_in_half_says_it_is_damaged_in_text_json_and_html(
     assert "DAMAGED FILE: the file ends inside a frame" in text.stdout
     assert f"of {len(data) // 2:,} bytes" in text.stdout
     assert "none of the rules matched this run" not in text.stdout
+    # Cut in half, a compacted file keeps no sample (they are at its end): no verdict at all.
+    assert "Nothing judged: no memory sample could be read from the file." in text.stdout
+    assert "No problems found" not in text.stdout
     # --json: a "damaged" object; a whole file has "damaged": null
     as_json = run_cli("report", "--json", cut, cwd=tmp_path)
     damaged = json.loads(as_json.stdout)["damaged"]
@@ -46,6 +49,8 @@ def test_a_finished_run_cut_in_half_says_it_is_damaged_in_text_json_and_html(
     page = tmp_path / "half.html"
     assert run_cli("report", cut, "--html", page, cwd=tmp_path).returncode == 0
     assert "damaged file: the file ends inside a frame" in page.read_text()
+    assert "<strong>Nothing judged.</strong>" in page.read_text()
+    assert "No problems found" not in page.read_text()
 
 
 def test_a_finished_run_missing_its_last_frame_is_judged_on_what_was_read(
