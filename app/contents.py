@@ -52,6 +52,7 @@ NO_CENSUS_YET = (
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 # A holder cell's (file, line), when the census knows where the holder lives.
 LOCATION_ROLE = Qt.ItemDataRole.UserRole + 2
+NO_LINE_ROLE = Qt.ItemDataRole.UserRole + 3  # why a holder has no line to open
 
 # (header, tooltip) of the columns shared by both modes, after the holder (and the changes).
 ROW_COLUMNS = (
@@ -101,8 +102,19 @@ def _holder_cell(row: ContentsRow, gone: bool = False) -> QStandardItem:
         item.setData((row.file, row.line), LOCATION_ROLE)
         item.setToolTip(tooltip(f"{row.holder}\n{row.place} (double-click to open)"))
     else:
-        item.setToolTip(tooltip(row.holder))
+        item.setData(no_line_text(row), NO_LINE_ROLE)
+        item.setToolTip(tooltip(f"{row.holder}\n{no_line_text(row)}"))
     return item
+
+
+def no_line_text(row: ContentsRow) -> str:
+    """Why a holder has no line to open (a double-click on it says so)."""
+    if row.kind == "global":
+        return (
+            "No line to open: a module's global; a census sees what holds the memory, "
+            "not the line that assigned it (search the module for its name)"
+        )
+    return "No line to open: the census did not see the code this holder lives in"
 
 
 class ContentsPanel(QWidget):
@@ -115,6 +127,7 @@ class ContentsPanel(QWidget):
 
     censusSelected = Signal(object, bool)
     locationActivated = Signal(str, int)
+    message = Signal(str)  # a line for the status bar: why a holder has no line to open
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -304,10 +317,13 @@ class ContentsPanel(QWidget):
         self.header.setText(summary)
 
     def _on_row_activated(self, index: QModelIndex) -> None:
-        location = self.proxy.index(index.row(), 0).data(LOCATION_ROLE)
+        cell = self.proxy.index(index.row(), 0)
+        location = cell.data(LOCATION_ROLE)
         if location:
             file, line = location
             self.locationActivated.emit(str(file), int(line))
+        elif cell.data(NO_LINE_ROLE):
+            self.message.emit(f"{cell.data()}: {cell.data(NO_LINE_ROLE)}")
 
     def _headers(self, columns: tuple[tuple[str, str], ...]) -> None:
         self.model.setColumnCount(len(columns))

@@ -21,13 +21,18 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from enum import Enum
 
-from PySide6.QtCore import QSettings, QUrl
+from PySide6.QtCore import QObject, QSettings, QTimer, QUrl, Signal
 from PySide6.QtGui import QDesktopServices
 
 EDITOR_KEY = "editor/command"
+# How long an opener is watched for a failure: editors' launchers and xdg-open exit within it.
+WATCH_S = 5.0
+WATCH_EVERY_MS = 200
 
 
 class LineStyle(Enum):
@@ -146,17 +151,40 @@ def editor_command(
     return None
 
 
-def open_location(file: str, line: int, store: QSettings) -> str | None:
-    """Open `file` at `line` in the user's editor; a sentence saying why not, on failure."""
+@dataclass(frozen=True)
+class Started:
+    """The program started to open a location, to be watched: most editors' launchers and the
+    desktop's opener exit at once, and a failure then is only seen in their exit status."""
+
+    process: subprocess.Popen[bytes]
+    program: str  # its name, for what the app says
+    at_line: bool  # told the line (an editor), or only the file (the desktop's opener)
+
+
+def desktop_opener(which: Which = shutil.which) -> list[str] | None:
+    """The desktop's file opener as a command whose exit status tells whether it found an
+    application (xdg-open on Linux and the BSDs); None where only Qt's call is there."""
+    if sys.platform.startswith(("darwin", "win")):
+        return None
+    return ["xdg-open"] if which("xdg-open") else None
+
+
+def open_location(file: str, line: int, store: QSettings) -> Started | str | None:
+    """Open `file` at `line` in the user's editor: the program started (to watch), a sentence
+    saying why not, or None when handed to the desktop with no way to tell how it went."""
     if not os.path.isfile(file):
         return f"{file} is not there any more (or is not on this machine)"
     command = editor_command(file, line, str(store.value(EDITOR_KEY, "") or ""))
+    at_line = command is not None
     if command is None:
-        if QDesktopServices.openUrl(QUrl.fromLocalFile(file)):
-            return None
-        return f"the desktop has no application to open {file} with"
+        opener = desktop_opener()
+        if opener is None:
+            if QDesktopServices.openUrl(QUrl.fromLocalFile(file)):
+                return None
+            return f"the desktop has no application to open {file} with"
+        command = [*opener, file]
     try:
-        subprocess.Popen(
+        process = subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -166,4 +194,52 @@ def open_location(file: str, line: int, store: QSettings) -> str | None:
         )
     except OSError as exc:
         return f"could not start {command[0]}: {exc.strerror or exc}"
-    return None
+    return Started(process, os.path.basename(command[0]), at_line)
+
+
+class OpenWatcher(QObject):
+    """Says how each opening went (`said`, a line for the status bar), so a click on a place
+    is never silent: the opener's failure in its first seconds (xdg-open with no application
+    for .py files exits 3), the desktop's application that got only the file, or the editor."""
+
+    said = Signal(str)
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._watched: list[tuple[Started, str, int]] = []  # (opener, place, polls left)
+        self._timer = QTimer(self)
+        self._timer.setInterval(WATCH_EVERY_MS)
+        self._timer.timeout.connect(self._poll)
+
+    def watch(self, started: Started, file: str, line: int) -> None:
+        self._watched.append((started, f"{file}:{line}", int(WATCH_S * 1000 / WATCH_EVERY_MS)))
+        self._timer.start()
+
+    def _poll(self) -> None:
+        still = []
+        for started, place, polls in self._watched:
+            status = started.process.poll()
+            if status is None and polls > 1:
+                still.append((started, place, polls - 1))
+            else:
+                self.said.emit(opened_text(started, place, status))
+        self._watched = still
+        if not still:
+            self._timer.stop()
+
+
+def opened_text(started: Started, place: str, status: int | None) -> str:
+    """What the status bar says of an opener that exited with `status` (None: still running,
+    an editor's own window)."""
+    if status:
+        text = f"Could not open {place}: {started.program} exited with status {status}"
+        if not started.at_line:
+            text += "; no application opens this file here: choose an editor (Findings panel)"
+        return text
+    if not started.at_line:
+        file, _, line = place.rpartition(":")
+        return (
+            f"Opened {file} with the desktop's application, which cannot be told line {line}: "
+            "choose an editor to open at the line (Findings panel)"
+        )
+    return f"Opened {place} in {started.program}"

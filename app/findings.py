@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from memsight.app.editor import EDITOR_KEY, open_location
+from memsight.app.editor import EDITOR_KEY, OpenWatcher, Started, open_location
 from memsight.app.plaintext import shorten, tooltip
 from memsight.profiler.codefiles import is_pseudo_file
 from memsight.profiler.diagnosis import Diagnosis, Finding, Location, diagnose, get_fix
@@ -160,6 +160,9 @@ class FindingsPanel(QWidget):
     def __init__(self, store: QSettings | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.store = store if store is not None else QSettings("memsight", "memsight")
+        # How an opening of a place went, said in the status bar once the opener has exited.
+        self.opening = OpenWatcher(self)
+        self.opening.said.connect(self.message)
         self.profile: Profile | None = None
         self.diagnosis = Diagnosis()
         self.final = False
@@ -290,9 +293,14 @@ class FindingsPanel(QWidget):
     def open_file(self, file: str, line: int, cwd: str) -> None:
         """Open a file of a run (relative: to the run's working directory `cwd`) at a line in
         the user's editor; a problem is reported in the status bar (the message signal)."""
-        problem = open_location(resolve_path(file, cwd), line, self.store)
-        if problem is not None:
-            self.message.emit(f"Could not open {file}:{line}: {problem}")
+        opened = open_location(resolve_path(file, cwd), line, self.store)
+        if isinstance(opened, str):
+            self.message.emit(f"Could not open {file}:{line}: {opened}")
+        elif isinstance(opened, Started):
+            self.message.emit(f"Opening {file}:{line} with {opened.program}…")
+            self.opening.watch(opened, file, line)
+        else:
+            self.message.emit(f"Asked the desktop to open {file}")
 
     def choose_editor(self) -> None:
         current = str(self.store.value(EDITOR_KEY, "") or "")

@@ -134,6 +134,7 @@ class MainWindow(QMainWindow):
         self.status.compare_previous_button.clicked.connect(self.compare_with_previous)
 
         self.findings.message.connect(lambda text: self.status.showMessage(text, 10_000))
+        self.contents.message.connect(lambda text: self.status.showMessage(text, 10_000))
         self._make_actions()
         # Ctrl+E and the rest from every widget, the text fields included (app/shortcuts.py).
         self.shortcuts = WindowShortcuts(self, self.findChildren(QAction))

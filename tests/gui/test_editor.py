@@ -3,11 +3,13 @@
 - The command line for each known editor, from the settings, $VISUAL or $EDITOR; terminal
   editors in a terminal emulator; the desktop's handler otherwise. Nothing is launched here.
 - The findings panel lists a finding's locations as `file:line — code`, and a click opens the
-  one clicked, at its line, in the editor the settings name.
+  one clicked, at its line, in the editor the settings name; the status bar says how that went
+  (real programs on PATH stand in for the editor and for xdg-open).
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -112,7 +114,7 @@ def test_a_file_that_is_gone_is_said_so_and_nothing_is_started(tmp_path: Path) -
     store = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
     store.setValue(EDITOR_KEY, "/nonexistent/editor {file}")
     problem = open_location(str(tmp_path / "gone.py"), 3, store)
-    assert problem is not None and "gone.py is not there" in problem
+    assert isinstance(problem, str) and "gone.py is not there" in problem
 
 
 # -- the findings panel -----------------------------------------------------------------------
@@ -196,11 +198,14 @@ def test_double_clicking_a_holder_in_the_contents_opens_where_it_lives(
     table = window.contents.table
     names = [table.model().index(r, 0).data() for r in range(table.model().rowCount())]
 
-    # When the user double-clicks the holder whose place is unknown, nothing opens
+    # When the user double-clicks the global, whose line is unknown, nothing opens, and the
+    # status bar says why
     model_cell = table.model().index(names.index(next(n for n in names if "model" in n)), 0)
     rect = table.visualRect(model_cell)
     double_click(qtbot, table.viewport(), rect.center())
     assert opened == []
+    said = window.statusBar().currentMessage()
+    assert "model" in said and "No line to open: a module's global" in said
 
     # And double-clicking `kept` opens train.py of the run's directory at line 9
     kept_cell = table.model().index(names.index(next(n for n in names if "kept" in n)), 3)
@@ -213,3 +218,55 @@ def double_click(qtbot: QtBot, widget: QWidget, pos: QPoint) -> None:
     """A user's double-click: Qt's item views act on the second click of a press and release."""
     qtbot.mouseClick(widget, Qt.MouseButton.LeftButton, pos=pos)  # type: ignore[no-untyped-call]
     qtbot.mouseDClick(widget, Qt.MouseButton.LeftButton, pos=pos)  # type: ignore[no-untyped-call]
+
+
+def program(folder: Path, name: str, status: int) -> Path:
+    """A real program on PATH that exits with `status` (an opener that failed or worked)."""
+    folder.mkdir(exist_ok=True)
+    path = folder / name
+    path.write_text(f"#!/bin/sh\nexit {status}\n")
+    path.chmod(0o755)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("status", "said"),
+    [
+        (3, "xdg-open exited with status 3; no application opens this file here"),
+        (0, "with the desktop's application, which cannot be told line 22"),
+    ],
+)
+def test_a_click_with_no_editor_set_says_how_the_desktop_opener_went(
+    qtbot: QtBot, window: MainWindow, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    status: int, said: str,
+) -> None:  # fmt: skip
+    # No editor chosen, none in $VISUAL or $EDITOR: the desktop's opener gets the file, and its
+    # failure (xdg-open with no application for .py files) is said, not swallowed.
+    bin_dir = tmp_path / "bin"
+    program(bin_dir, "xdg-open", status)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.delenv("VISUAL", raising=False)
+    monkeypatch.delenv("EDITOR", raising=False)
+    script = tmp_path / "model.py"
+    script.write_text("\n" * 30)
+    panel = window.findings
+    panel.set_diagnosis(Profile(), Diagnosis([located_finding(script)]), final=True)
+    panel.list.setCurrentRow(0)
+    panel.details.anchorClicked.emit(QUrl("open:0"))
+    assert window.statusBar().currentMessage() == f"Opening {script}:22 with xdg-open…"
+    qtbot.waitUntil(lambda: said in window.statusBar().currentMessage(), timeout=10_000)
+
+
+def test_a_click_with_an_editor_set_says_it_opened_the_line(
+    qtbot: QtBot, window: MainWindow, tmp_path: Path
+) -> None:
+    editor = program(tmp_path / "bin", "my-editor", 0)
+    window.store.setValue(EDITOR_KEY, f"{editor} --line {{line}} {{file}}")
+    script = tmp_path / "model.py"
+    script.write_text("\n" * 30)
+    panel = window.findings
+    panel.set_diagnosis(Profile(), Diagnosis([located_finding(script)]), final=True)
+    panel.list.setCurrentRow(0)
+    panel.details.anchorClicked.emit(QUrl("open:0"))
+    expected = f"Opened {script}:22 in my-editor"
+    qtbot.waitUntil(lambda: window.statusBar().currentMessage() == expected, timeout=10_000)
