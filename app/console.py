@@ -36,6 +36,7 @@ MAX_LINES = 20_000
 MAX_LINE_CHARS = 2_000
 MAX_CHARS = 2_000_000
 NOTE = -1  # a piece of text that is memsight's own note, not the target's output
+INPUT_COLOR = "#2f7fd8"  # the lines typed to the script, echoed as a terminal would
 
 
 def _cut_note() -> str:
@@ -180,18 +181,38 @@ class ConsoleView(QWidget):
         self._note = QTextCharFormat()
         self._note.setForeground(QColor("gray"))
         self._note.setFontItalic(True)
+        self._input_format = QTextCharFormat()
+        self._input_format.setForeground(QColor(INPUT_COLOR))
+        self._input_format.setFontWeight(700)
         self._tail = OutputTail()
 
     def set_input_open(self, open_: bool) -> None:
-        """Whether the input line sends to a running script."""
+        """Whether the input line sends to a running script. Opened, it takes the keyboard, as
+        a terminal running the script would: what is typed goes to the script."""
         self.input.setEnabled(open_)
-        if not open_:
+        if open_:
+            self.input.setFocus()
+        else:
             self.input.clear()
 
     def _send_line(self) -> None:
         line = self.input.text()
         self.input.clear()
+        self._echo(line + "\n")
         self.inputEntered.emit(line + "\n")
+
+    def _echo(self, text: str) -> None:
+        """Show a line sent to the script where a terminal would: after the output so far (a
+        prompt's line included), in the input's own colour. The view's alone: the profile
+        records what the script wrote, not what it was sent."""
+        self.refresh()  # the prompt first, when it came since the last refresh
+        cursor = QTextCursor(self.text.document())
+        cursor.movePosition(QTextCursor.MoveOperation.End)
+        cursor.insertText(text, self._input_format)
+        self._tail.line_chars = 0  # the line the output was writing ends with the echo
+        self._tail.cut = False
+        scrollbar = self.text.verticalScrollBar()
+        scrollbar.setValue(scrollbar.maximum())
 
     def _close_input(self) -> None:
         self.inputClosed.emit()

@@ -160,14 +160,21 @@ def test_a_script_that_reads_stdin_gets_the_lines_typed_under_the_console(
         "print('rest:', repr(sys.stdin.read()), flush=True)\n"
     )
     window.open_script(str(script))
+    qtbot.waitActive(window)
     window.start_run()
     live = window.profile
     assert live is not None
+    # The input line takes the keyboard while the script runs, as its terminal would.
     assert window.console.input.isEnabled()
+    qtbot.waitUntil(window.console.input.hasFocus)
     qtbot.waitUntil(lambda: "name?" in live.output_text(), timeout=30_000)
     window.console.input.setText("Ada")
     window.console.input.returnPressed.emit()
     qtbot.waitUntil(lambda: "hello Ada" in live.output_text(), timeout=30_000)
+    # What was typed shows after the prompt, as in a terminal (the profile keeps the output).
+    window.console.refresh()
+    assert "name? Ada\nhello Ada\n" in window.console.text.toPlainText()
+    assert "Ada\n" not in live.output_text().replace("hello Ada\n", "")
     window.console.input.setText("more")
     window.console.input.returnPressed.emit()
     window.console._close_input()  # Ctrl+D: end of file
