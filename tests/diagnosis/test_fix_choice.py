@@ -309,6 +309,20 @@ def test_an_exception_on_the_first_line_names_type_message_and_place() -> None:
         1,
     )
     assert "before it did any work" in finding.explanation
+    # An exception the script raised while running is debugged at its line: no syntax check.
+    assert finding.fixes == ("debug-the-exception",)
+
+
+def test_an_exception_at_step_40_in_the_data_loading_is_debugged_not_compiled() -> None:
+    frames: list[list[object]] = [
+        ["/work/train.py", 30, "<module>", "for batch in loader:"],
+        ["/work/data.py", 41, "__getitem__", 'label = int(row["label"])'],
+    ]
+    p = _failed("ValueError", "invalid literal for int() with base 10: 'n/a'", frames)
+    [finding] = diagnose(p).findings
+    assert finding.fixes == ("debug-the-exception",)
+    fix = get_fix("debug-the-exception")
+    assert "python -m pdb -c continue" in fix.after and "py_compile" not in fix.after
 
 
 def test_torch_missing_from_the_interpreter_says_which_interpreter() -> None:

@@ -18,7 +18,7 @@ from memsight.profiler.diagnosis import DEFAULT_CONFIG, diagnose
 from memsight.profiler.diagnosis.rules import ALL_RULES
 from memsight.profiler.diagnosis.signals import iteration_levels, rise_during
 from memsight.profiler.profile.model import Event, Profile, SampleTable
-from tests.factories import GiB, MiB, loop, profile, ram, steps, table
+from tests.factories import GiB, MiB, census, holder, loop, profile, ram, steps, table
 
 RULES = {rule.RULE_ID: rule for rule in ALL_RULES}
 GROWTH = RULES["growth-per-iteration"]
@@ -487,6 +487,19 @@ def test_inference_with_a_negligible_graph_is_info() -> None:
     assert finding.evidence.numbers["cost_bytes"] < DEFAULT_CONFIG.inference_negligible_bytes
     assert finding.evidence.text.endswith("too little to matter here")
     assert [f.severity for f in diagnose(p).findings] == ["info"]
+
+
+def test_inference_whose_graphs_are_kept_is_never_too_little_to_matter() -> None:
+    # One batch's graph is small, but the outputs are kept with their graphs: the census finds
+    # 158 MiB held by graphs, and the finding says so as a warning, never "too little".
+    kept = holder("outputs", "local", 2 * MiB, count=57, grad_bytes=158 * MiB)
+    events = [census(5.0, 57, kept)]
+    p = profile(inference_ram(57, 2 * MiB), loop(57, modules=(1, 2), flags=GRAD), events=events)
+    [finding] = INFERENCE.check(p, DEFAULT_CONFIG)
+    assert finding.severity == "warning"
+    assert "too little" not in finding.evidence.text
+    assert "158.0 MiB kept alive by autograd graphs" in finding.evidence.text
+    assert finding.evidence.numbers["graph_kept_bytes"] == 158 * MiB
 
 
 def test_inference_cost_on_a_gpu_counts_and_an_unmeasured_gpu_keeps_it_a_warning() -> None:

@@ -30,6 +30,7 @@ import numpy as np
 from memsight.profiler import protocol
 from memsight.profiler.diagnosis.adders import source_line
 from memsight.profiler.diagnosis.config import DiagnosisConfig
+from memsight.profiler.diagnosis.contents import censuses, contents
 from memsight.profiler.diagnosis.finding import Evidence, Finding, Location, Severity
 from memsight.profiler.diagnosis.signals import (
     backward_count,
@@ -67,6 +68,15 @@ class Cost:
     @property
     def bytes(self) -> float:
         return max(0.0, self.rise - (self.no_grad_rise or 0.0))
+
+
+def graph_kept_bytes(profile: Profile) -> int:
+    """Bytes the last census found kept alive only by autograd graphs (its holders'
+    graph-kept bytes, summed); 0 without a census."""
+    found = censuses(profile)
+    if not found:
+        return 0
+    return sum(row.graph_bytes for row in contents(found[-1]))
 
 
 def _batches(
@@ -183,7 +193,17 @@ def check(profile: Profile, config: DiagnosisConfig) -> list[Finding]:
                 f", {format_bytes(cost.no_grad_rise)} for the same modules under no_grad: the "
                 f"graph costs about {format_bytes(cost.bytes)} per batch"
             )
-        if cost.bytes < config.inference_negligible_bytes and measured_everywhere:
+        kept = graph_kept_bytes(profile)
+        if kept >= config.inference_negligible_bytes:
+            # One batch's graph is small, but graphs are kept from batch to batch (outputs
+            # stored with their graph): that is the memory, and "too little to matter" would
+            # contradict the growth finding whose holder keeps them.
+            text += (
+                f"; the last census found {format_bytes(kept)} kept alive by autograd graphs "
+                "(outputs stored with the graph that made them)"
+            )
+            numbers["graph_kept_bytes"] = kept
+        elif cost.bytes < config.inference_negligible_bytes and measured_everywhere:
             severity = "info"
             title = "Inference runs with autograd on, at little memory cost: torch.no_grad()"
             text += ", too little to matter here"

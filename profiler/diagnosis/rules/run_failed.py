@@ -133,7 +133,10 @@ def _from_exception(profile: Profile, t: float, data: dict[str, Any]) -> Finding
     done, worked = _work_done(profile, t)
     facts["iterations"] = done
     text = f"{exc_type}: {message}{where}" if message else f"{exc_type}{where}"
-    fixes: tuple[str, ...] = ("fix-the-script-error",)
+    # An exception the running script raised is debugged at its line; a script that could not
+    # start (a syntax error, not Python) is fixed before it runs at all.
+    started = syntax is None and bool(frames)
+    fixes: tuple[str, ...] = ("debug-the-exception",) if started else ("fix-the-script-error",)
     missing = _MISSING_MODULE.search(message) if exc_type == "ModuleNotFoundError" else None
     in_script = (
         bool(info.script) and Path(str(facts["file"] or "")).name == Path(str(info.script)).name
@@ -146,6 +149,7 @@ def _from_exception(profile: Profile, t: float, data: dict[str, Any]) -> Finding
     elif in_script and not _is_python_file(info.script):
         text += f"; {info.script} is not a Python script, and memsight runs it with python"
         facts["not_python"] = True
+        fixes = ("fix-the-script-error",)
     if syntax is not None and not frames:  # Python rejected the script before running it
         title = f"The script could not start: {exc_type}{where}"
         worked = False
