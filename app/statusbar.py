@@ -4,6 +4,7 @@ behind it), and the offer to compare with the previous run."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from time import monotonic
 
 import numpy as np
@@ -13,6 +14,7 @@ from PySide6.QtWidgets import QLabel, QPushButton, QStatusBar, QToolTip, QWidget
 
 from memsight.app.plaintext import tooltip
 from memsight.profiler.profile.model import Profile
+from memsight.profiler.profile.series import process_tree_bytes
 from memsight.profiler.profile.summary import (
     SamplingPace,
     format_rate,
@@ -128,18 +130,32 @@ class RunStatusBar(QStatusBar):
         self.elapsed_label.setText(format_duration(elapsed))
         # Until the run's first sample, a dash: never the figures of the run shown before.
         ram = profile.ram
-        if ram is not None and len(ram):
+        if ram is not None and len(ram) and profile.subprocesses:
+            # A job (torchrun and its ranks, mp.spawn): the launcher's own RSS is the least of
+            # it. The process tree, as the timeline's "Whole job (tree)" curve draws it.
+            rows = len(ram)
+            now = int(process_tree_bytes(ram, rows - 1, rows)[0])
+            peak = self._peak(
+                profile,
+                "tree",
+                lambda part: process_tree_bytes(ram, part.start, part.stop),
+                rows,
+            )
+            self.ram_label.setText(f"Job RAM {format_bytes(now)} · peak {format_bytes(peak)}")
+        elif ram is not None and len(ram):
+            rss_peak = ram["rss_peak"]
             self.ram_label.setText(
                 f"RAM {format_bytes(int(ram['rss'][-1]))} · "
-                f"peak {format_bytes(self._peak(profile, 'ram', ram['rss_peak']))}"
+                f"peak {format_bytes(self._peak(profile, 'ram', rss_peak.__getitem__, len(ram)))}"
             )
         else:
             self.ram_label.setText("RAM —")
         gpu = profile.gpu
         if gpu is not None and len(gpu):
+            allocated_peak = gpu["allocated_peak"]
+            peak = self._peak(profile, "gpu", allocated_peak.__getitem__, len(gpu))
             self.gpu_label.setText(
-                f"VRAM {format_bytes(int(gpu['allocated'][-1]))} · "
-                f"peak {format_bytes(self._peak(profile, 'gpu', gpu['allocated_peak']))}"
+                f"VRAM {format_bytes(int(gpu['allocated'][-1]))} · peak {format_bytes(peak)}"
             )
         elif gpu is not None:
             self.gpu_label.setText("VRAM —")
@@ -175,12 +191,15 @@ class RunStatusBar(QStatusBar):
         self.rate_label.note = f"Sampling: {behind}" if behind is not None else ""
         self.rate_label.setText(text)
 
-    def _peak(self, profile: Profile, name: str, values: np.ndarray) -> int:
-        """Running maximum of a growing column: each update looks only at the new rows."""
+    def _peak(
+        self, profile: Profile, name: str, rows_of: Callable[[slice], np.ndarray], count: int
+    ) -> int:
+        """Running maximum of a growing column of `count` rows, `rows_of(slice)` giving some
+        of them: each update looks only at the new rows."""
         seen, rows, peak = self._peaks.get(name, (None, 0, 0))
-        if seen is not profile or rows > len(values):
+        if seen is not profile or rows > count:
             rows, peak = 0, 0
-        if len(values) > rows:
-            peak = max(peak, int(values[rows:].max()))
-        self._peaks[name] = (profile, len(values), peak)
+        if count > rows:
+            peak = max(peak, int(rows_of(slice(rows, count)).max()))
+        self._peaks[name] = (profile, count, peak)
         return peak

@@ -150,6 +150,7 @@ class TimelineView(QWidget):
         # A run without CUDA has no GPU plot at all: the RAM plot gets its room.
         self.gpu_shown = True
         self._empty_shown = False
+        self._whole_job_drawn = False  # the main process' own curves are not drawn, the job's are
         # What to do, where a run's curves will be, until there is one.
         self.empty = pg.TextItem(NO_RUN_TEXT, anchor=(0.5, 0.5))
         self.ram_plot.addItem(self.empty, ignoreBounds=True)
@@ -314,6 +315,12 @@ class TimelineView(QWidget):
         if force:
             for curve in self.curves.values():
                 curve.reset()
+        elif self.whole_job and not self._whole_job_drawn:
+            # A live run became a job (its first rank or spawned process connected): the main
+            # process' own curves give way to each process' curve, which the legend names.
+            for series in (MAIN_RSS, MAIN_PEAK, WORKERS):
+                self.curves[series.key].reset()
+        self._whole_job_drawn = self.whole_job
         self._sync_process_choice()
         following = self.running and self.follow
         # Following the run, the view moves first and the new points are drawn for it: each

@@ -211,3 +211,34 @@ def test_a_real_torchrun_job_opens_with_a_curve_per_rank(
     timeline.process_choice.setCurrentIndex(choices(timeline).index("rank 1"))
     assert timeline.profile is not None and timeline.profile.process.rank == 1
     assert timeline.profile.iterations == 30
+
+
+def test_a_live_run_that_becomes_a_job_draws_only_curves_the_legend_names(
+    view: TimelineView,
+) -> None:
+    # A launcher with a worker child, live: drawn as one process (RSS, peak, workers)...
+    launcher = profile(ram(2.0, 100 * MiB, children=300 * MiB))
+    view.set_profile(launcher, running=True)
+    assert len(view.curves["children"].item.xData) > 0
+    # ...until its first rank connects: then every curve with points is one the legend names
+    # (the workers' green curve no longer stays behind, unnamed).
+    rank = profile(ram(2.0, 400 * MiB))
+    ranked = job(rank, launcher=launcher)
+    assert ranked is launcher
+    view.refresh()
+    named = {id(sample.item) for sample, _label in view.ram_plot.legend.items}
+    with_points = [
+        item
+        for item in view.ram_plot.listDataItems()
+        if item.isVisible() and item.xData is not None and len(item.xData)
+    ]
+    assert with_points and all(id(item) in named for item in with_points)
+    assert "Whole job (tree)" in legend(view.ram_plot)
+
+
+def test_the_status_bar_of_a_job_shows_the_jobs_ram(window: MainWindow, tmp_path: Path) -> None:
+    # torchrun's own RSS is the least of a job: the status bar shows the process tree's.
+    launcher = profile(ram(2.0, 100 * MiB, children=800 * MiB))
+    ranked = job(profile(ram(2.0, 400 * MiB)), launcher=launcher)
+    window._show_profile(ranked, tmp_path / "job.memsight")
+    assert window.status.ram_label.text() == "Job RAM 900.0 MiB · peak 900.0 MiB"
