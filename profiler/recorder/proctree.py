@@ -84,6 +84,8 @@ class MainProcessReader:
         self.pid = pid
         self._status: ProcFile | None = None
         self._proc: psutil.Process | None = None
+        # Why the last read gave None ("" while reads work): a run with no sample says why.
+        self.failure = ""
         if IS_LINUX:
             self._status = ProcFile(f"/proc/{pid}/status")
         else:
@@ -104,8 +106,9 @@ class MainProcessReader:
             if self._status is not None:
                 status = self._status.read()
                 at = status.find(b"VmRSS:")
-                if at < 0:
-                    return None  # a zombie has no memory lines: the process has exited
+                if at < 0:  # a zombie has no memory lines: the process has exited
+                    self.failure = f"/proc/{self.pid}/status has no memory lines (it exited)"
+                    return None
                 rss = int(status[at + 6 : status.index(b"kB", at)]) * 1024
                 at = status.find(b"VmHWM:")
                 hwm = int(status[at + 6 : status.index(b"kB", at)]) * 1024 if at >= 0 else rss
@@ -114,7 +117,8 @@ class MainProcessReader:
             info = self._proc.memory_info()
             peak = getattr(info, "peak_wset", 0) or info.rss
             return info.rss, max(peak, info.rss)
-        except (OSError, ValueError, psutil.Error):
+        except (OSError, ValueError, psutil.Error) as exc:
+            self.failure = f"reading the memory of pid {self.pid}: {type(exc).__name__}: {exc}"
             return None
 
     def close(self) -> None:

@@ -442,6 +442,11 @@ class Recording:
             self.event(
                 "warning", message=f"child process {ident.pid} ({ident.name}) outlived the target"
             )
+        if not self.sampler.samples:
+            # A run never records nothing without saying why: the first read of the target's
+            # memory failed, and that ended the sampling.
+            why = self.sampler.main.failure or "the sampling never ran"
+            self.event("warning", message=f"no memory sample of the target was taken: {why}")
         self.flush()
         self.event(
             "recording_end", samples=self.sampler.samples, missed_ticks=self.sampler.missed_ticks

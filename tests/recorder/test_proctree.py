@@ -115,6 +115,27 @@ def test_main_process_reader_reports_rss_and_a_high_water_mark_that_includes_spi
             proc.wait()
 
 
+def test_a_read_that_fails_says_why() -> None:
+    # A run that records no sample says why (Recording's warning): the reader keeps the reason.
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    reader = proctree.MainProcessReader(proc.pid)
+    try:
+        wait_until(lambda: _state(proc.pid) == "Z", 30, "the child to be a zombie")
+        assert reader.read() is None
+        assert reader.failure == f"/proc/{proc.pid}/status has no memory lines (it exited)"
+        proc.wait()  # reaped: its /proc entry is gone
+        assert reader.read() is None
+        assert reader.failure.startswith(f"reading the memory of pid {proc.pid}: ")
+    finally:
+        reader.close()
+        proc.wait()
+
+
+def _state(pid: int) -> str:
+    """The process' state letter from /proc/PID/stat ("R", "S", "Z"...)."""
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+
+
 def test_child_memory_reads_uss_pss_and_rss_of_a_live_process() -> None:
     memory = proctree.child_memory(os.getpid())
     assert memory is not None
