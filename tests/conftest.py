@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Iterator
 
@@ -47,6 +48,10 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[HOGS] = parse_hogs(value) if value else 0
     except ValueError as error:
         raise pytest.UsageError(f"{source}: {error}") from None
+    if config.stash[HOGS] and getattr(config.option, "numprocesses", None):
+        # Each xdist worker would start its own busy loops, and the load would not be the
+        # one asked for: the suite under load runs in one session.
+        raise pytest.UsageError(f"{source}: runs in one test session; leave out -n")
     if config.stash[HOGS]:
         one_thread_per_program(os.environ)
         set_load(config.stash[HOGS])
@@ -66,6 +71,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             limit = float(own.args[0]) if own is not None and own.args else quiet_limit
             if limit > 0:
                 item.add_marker(pytest.mark.timeout(deadline(limit)), append=False)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # Everything imported so far (torch, Qt, numpy, every test module: some 300,000 objects)
+    # lives to the end of the session. Frozen, it is left out of every garbage collection
+    # after this one: the GUI tests' collection after each test (tests/gui/conftest.py) and
+    # Python's own full collections cost ~0.2 s each over them, and no test's garbage is
+    # among them.
+    gc.collect()
+    gc.freeze()
 
 
 def _hogs_line(config: pytest.Config) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import pkgutil
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -82,12 +83,23 @@ def test_the_agent_imports_only_relatively_within_memsight() -> None:
                 ), path.name
 
 
+# An import statement inside a string: code a test or a benchmark runs in another process.
+_CODE_IMPORT = re.compile(r"(?:^|[\n;]\s*)(?:from|import)\s+((?:\w+\s*,\s*)*\w+(?:\.\w+)*)")
+# The one place where `profiler` and `app` are meant bare: a user's own modules of those names.
+_USERS_MODULES = Path("tests/launch/test_transparency.py")
+
+
 def _absolute_imports(path: Path) -> Iterator[str]:
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             yield node.module
         elif isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if path.relative_to(ROOT) == _USERS_MODULES:
+                continue
+            for names in _CODE_IMPORT.findall(node.value):
+                yield from (name.strip() for name in names.split(","))
 
 
 def test_memsight_imports_its_packages_only_under_its_one_name() -> None:

@@ -177,6 +177,12 @@ def test_a_bad_count_is_a_usage_error(tmp_path: Path) -> None:
         assert session.returncode == pytest.ExitCode.USAGE_ERROR, output
         assert "'auto'" in output, output
         assert not (tmp_path / "pids.json").exists()
+    # With xdist's workers each would start its own loops: one session only, said at once.
+    session = _session(tmp_path, "--cpu-hogs=2", "-n", "2")
+    output, _ = session.communicate(timeout=60)
+    assert session.returncode == pytest.ExitCode.USAGE_ERROR, output
+    assert "--cpu-hogs: runs in one test session; leave out -n" in output
+    assert not (tmp_path / "pids.json").exists()
 
 
 def test_under_load_programs_get_one_intra_op_thread_unless_the_user_chose() -> None:

@@ -263,11 +263,11 @@ def test_running_out_of_memory_while_drawing_the_report_is_one_line(
     # What is left of the machine's memory is not the file's doing: the HTML page of a large
     # profile on a small machine ends in one line, exit 1, and leaves nothing behind.
     code = (
-        "import sys, profiler.report as report\n"
+        "import sys, memsight.profiler.report as report\n"
         "def no_memory(*args, **kwargs):\n"
         "    raise MemoryError\n"
         "report.write_html = no_memory\n"
-        "from profiler.cli import main\n"
+        "from memsight.profiler.cli import main\n"
         "sys.exit(main(sys.argv[1:]))\n"
     )
     done = run_plain(["-c", code, "report", str(profile), "--html", "out.html"], tmp_path)

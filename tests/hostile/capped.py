@@ -36,7 +36,7 @@ def capped_memsight(
     *args: str | os.PathLike[str], cwd: Path, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
     """`memsight ARGS` as the console script runs it, under the cap."""
-    code = "import sys; from profiler.cli import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from memsight.profiler.cli import main; sys.exit(main(sys.argv[1:]))"
     return capped_python(code, *(os.fspath(a) for a in args), cwd=cwd, timeout=timeout)
 
 

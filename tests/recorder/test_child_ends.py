@@ -105,6 +105,7 @@ def test_every_child_is_a_process_of_the_job_with_its_command_start_end_and_stat
             assert child["exception"] is None
 
 
+@pytest.mark.slow  # the module's recordings (`runs`): 7 s on a quiet 2-core machine
 @pytest.mark.parametrize(("method", "name"), CHILDREN)
 def test_an_abnormal_end_is_a_finding_about_that_child_and_never_about_the_run(
     runs: list[dict[str, Any]], method: str, name: str
@@ -140,6 +141,7 @@ def test_an_abnormal_end_is_a_finding_about_that_child_and_never_about_the_run(
                 assert "status 3" in finding["title"]
 
 
+@pytest.mark.slow  # the module's recordings (`runs`)
 def test_the_text_report_shows_how_each_child_ended(runs: list[dict[str, Any]]) -> None:
     for run in runs:
         rows = run["text"].split("Processes of the job", 1)[1].split("\n\n", 1)[0]
