@@ -68,6 +68,7 @@ JOB_TREE_LABEL = "Whole job (tree)"
 NO_RUN_TEXT = "Open a script or drop it here, then Run"
 WAITING_TEXT = "Waiting for the first sample…"
 NO_SAMPLES_TEXT = "This run recorded no memory samples"
+DAMAGED_NO_SAMPLES_TEXT = "No memory sample could be read from this damaged file"
 
 
 class TimelineView(QWidget):
@@ -311,7 +312,12 @@ class TimelineView(QWidget):
         # A run's first sample comes a moment after it starts: until then the plot shows that
         # it waits, never the run shown before (its y range stays with an empty curve).
         sampled = profile.ram is not None and len(profile.ram) > 0
-        self._show_empty(None if sampled else WAITING_TEXT if self.running else NO_SAMPLES_TEXT)
+        if sampled:
+            self._show_empty(None)
+        elif self.running:
+            self._show_empty(WAITING_TEXT)
+        else:
+            self._show_empty(DAMAGED_NO_SAMPLES_TEXT if profile.damaged else NO_SAMPLES_TEXT)
         if force:
             for curve in self.curves.values():
                 curve.reset()

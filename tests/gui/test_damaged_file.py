@@ -53,3 +53,6 @@ def test_a_damaged_file_with_no_sample_read_says_nothing_was_judged(
     assert "Nothing judged" in details and "No problems found" not in details
     assert f"of {len(data) // 10:,} bytes: 0 samples over" in details
     assert window.status.ram_label.text() == "RAM —"
+    empty = window.timeline.empty
+    assert empty.isVisible()
+    assert empty.textItem.toPlainText() == "No memory sample could be read from this damaged file"
