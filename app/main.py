@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import ctypes.util
 import os
+import signal
 import sys
 from collections.abc import Callable, Mapping
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QSocketNotifier, Qt
 from PySide6.QtGui import QGuiApplication, QIcon
 from PySide6.QtWidgets import QApplication
 
@@ -86,6 +87,26 @@ def run_gui(argv: list[str]) -> int:
         window.status.showMessage(message, 60_000)
     if argv:
         window.open_path(argv[0])
+    terminate_on_signals(window)
     status = int(app.exec())
     crash_log.end()
     return status
+
+
+def terminate_on_signals(window: MainWindow) -> None:
+    """SIGTERM and SIGHUP (`kill`, a logout, a closed terminal) end the app as Quit does:
+    without this Python's default ends it at once, the window's state unsaved, and the next
+    start would report a session that ended unexpectedly. Qt's event loop runs no Python
+    while it waits, so the signal wakes it through a pipe (signal.set_wakeup_fd)."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    signal.set_wakeup_fd(write_end)
+    for number in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(number, lambda *_: None)  # the wakeup byte does the work
+    notifier = QSocketNotifier(read_end, QSocketNotifier.Type.Read, window)
+
+    def woken() -> None:
+        os.read(read_end, 512)
+        window.terminate()
+
+    notifier.activated.connect(woken)

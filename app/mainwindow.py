@@ -111,6 +111,7 @@ class MainWindow(QMainWindow):
         self.comparing.failed.connect(self.show_error)
         self.compare.closeRequested.connect(self.stop_comparing)
         self._previous: tuple[Profile, Path] | None = None  # the run before this one
+        self._terminating = False  # ending on SIGTERM: close without asking (terminate)
         self.console_dock.raise_()
         self.contents.censusSelected.connect(self._on_census)
         self.contents.locationActivated.connect(self._open_in_editor)
@@ -688,8 +689,14 @@ class MainWindow(QMainWindow):
             self.timeline.apply_palette(self.palette())
         super().changeEvent(event)
 
+    def terminate(self) -> None:
+        """End as Quit does, without asking (SIGTERM: `kill`, a logout): a run in progress is
+        stopped, its profile kept, and the window's state saved."""
+        self._terminating = True
+        self.close()
+
     def closeEvent(self, event: QCloseEvent) -> None:
-        if self.session.running:
+        if self.session.running and not self._terminating:
             answer = QMessageBox.question(
                 self,
                 "A run is in progress",
@@ -698,6 +705,7 @@ class MainWindow(QMainWindow):
             if answer != QMessageBox.StandardButton.Yes:
                 event.ignore()
                 return
+        if self.session.running:
             self.session.kill()
         self.diagnosis.shutdown()
         self.comparing.shutdown()

@@ -120,3 +120,41 @@ def test_the_app_after_a_crash_says_so_at_its_next_start(tmp_path: Path) -> None
         _, err = second.communicate(timeout=30)
     assert f"memsight: memsight ended unexpectedly last time (pid {first.pid}" in err.decode()
     assert str(log) in err.decode()
+
+
+@pytest.mark.slow  # starts the app twice and records a run for it to open
+@pytest.mark.parametrize("ending", [signal.SIGTERM, signal.SIGHUP])
+def test_the_app_ended_by_sigterm_or_sighup_ends_as_quit_does(
+    tmp_path: Path, ending: signal.Signals
+) -> None:
+    # `kill`, a logout, a closed terminal: the window closes as on Quit (its state saved), the
+    # exit status is 0, and the next start has nothing to report.
+    script = write_script(tmp_path, "hello.py", "print('hello')\n")
+    profile = tmp_path / "run.memsight"
+    assert run_memsight([str(script)], tmp_path, out=profile).returncode == 0
+    home = tmp_path / "home"
+    env = child_env(
+        {
+            "HOME": str(home),
+            "XDG_CONFIG_HOME": str(home / "config"),
+            "XDG_DATA_HOME": str(home / "data"),
+            "QT_QPA_PLATFORM": "offscreen",
+        }
+    )
+    first = subprocess.Popen([*MEMSIGHT, str(profile)], env=env, stderr=subprocess.PIPE)
+    wait_for_setting(first, home, str(profile.resolve()))
+    first.send_signal(ending)
+    _, err = first.communicate(timeout=30)
+    assert first.returncode == 0, err.decode()
+    settings = (home / "config" / "memsight" / "memsight.conf").read_text()
+    assert "geometry" in settings  # saved by the window's close, as on Quit
+    assert not list(home.glob("data/**/*.running"))
+
+    second = subprocess.Popen([*MEMSIGHT, str(profile)], env=env, stderr=subprocess.PIPE)
+    try:
+        marker = next(iter(home.glob("data/**/crash.log"))).parent / f"session-{second.pid}.running"
+        wait_until(marker.exists, 30, str(marker))
+    finally:
+        second.terminate()
+        _, err = second.communicate(timeout=30)
+    assert "ended unexpectedly" not in err.decode()
