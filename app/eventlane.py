@@ -26,6 +26,7 @@ from PySide6.QtWidgets import QGraphicsItem, QGraphicsSimpleTextItem
 from memsight.app.axes import SecondsAxis
 from memsight.app.jobview import event_count, event_label, later_sighting, process_marks
 from memsight.app.plaintext import MAX_LABEL, shorten, tooltip
+from memsight.app.plotting import HeadroomViewBox
 from memsight.profiler import protocol
 from memsight.profiler.profile.model import Profile
 from memsight.profiler.profile.series import MARK_COLORS
@@ -256,6 +257,11 @@ class LineLabels:
             item.show()
         for item in self._items[len(placements) :]:
             item.hide()
+        # The top rows' labels get a band of their own above the curves (HeadroomViewBox).
+        high_used = [placement.row for placement, low_band in placements if not low_band]
+        if isinstance(self.box, HeadroomViewBox):
+            band = LABEL_EDGE + (max(high_used) + 1) * line_height if high_used else 0.0
+            self.box.set_headroom(band)
 
     def _width(self, text: str) -> float:
         width = self._widths.get(text)

@@ -485,3 +485,30 @@ class PlotLegend(pg.GraphicsWidget):
             part.setParentItem(None)  # type: ignore[arg-type]  # None unparents
             if scene:
                 scene.removeItem(part)
+
+
+class HeadroomViewBox(pg.ViewBox):
+    """A view box whose automatic y range leaves `headroom_px` pixels free at its top: the
+    band where the labels of the lines across the plots go ("exit: exit code 1", "OOM: ..."),
+    so that they never cover a curve at its peak. A range the user set is left alone."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.headroom_px = 0.0
+
+    def set_headroom(self, pixels: float) -> None:
+        if pixels != self.headroom_px:
+            self.headroom_px = pixels
+            self.updateAutoRange()
+
+    def setRange(self, *args: Any, **kwargs: Any) -> None:
+        y_range = kwargs.get("yRange")
+        # Only the automatic range (updateAutoRange calls this with the data's y range).
+        if self._updatingRange and y_range is not None and self.headroom_px > 0:
+            height = float(self.height())
+            share = self.headroom_px / height if height > 0 else 0.0
+            low, high = float(y_range[0]), float(y_range[1])
+            if 0.0 < share < 0.5 and high > low:
+                # The data's top `headroom_px` below the view's: share of the new span.
+                kwargs["yRange"] = (low, (high - share * low) / (1.0 - share))
+        super().setRange(*args, **kwargs)

@@ -37,6 +37,7 @@ from memsight.app.jobview import (
 from memsight.app.plaintext import line_label
 from memsight.app.plotting import (
     Curve,
+    HeadroomViewBox,
     make_curve,
     make_legend,
     set_entries,
@@ -176,7 +177,9 @@ class TimelineView(QWidget):
         # Room for "1023 MiB" from the start: an axis laid out narrower than its labels
         # drops them, and the RAM and GPU plots line up when both are this wide.
         axis.setWidth(72)
-        plot = self.graphics.addPlot(row=row, col=0, axisItems={"left": axis})
+        plot = self.graphics.addPlot(
+            row=row, col=0, axisItems={"left": axis}, viewBox=HeadroomViewBox()
+        )
         plot.showGrid(x=False, y=True, alpha=0.15)
         # Below the data (pyqtgraph puts axes above it): the curves cross the opaque grid.
         axis.setZValue(-200)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pyqtgraph as pg
 import pytest
 from PySide6.QtCore import QRectF
 from PySide6.QtGui import QColor, QPalette
@@ -99,6 +100,28 @@ def test_the_labels_of_a_runs_last_moments_never_overlap_or_get_cut(
         shown = " ".join(assert_readable(view))
         for text in ("OOM: RuntimeError", "error: ValueError", "exit: exit code 1"):
             assert text in shown, (low, high, shown)
+
+
+@pytest.mark.parametrize("size", [(1600, 1000), (900, 600)])
+def test_the_labels_of_errors_and_the_exit_never_cover_the_curve_at_its_peak(
+    qtbot: QtBot, window: MainWindow, tmp_path: Path, size: tuple[int, int]
+) -> None:
+    # The run peaks as it ends, where its OOM, error and exit labels are: they sit in a band
+    # of their own above the curve (the plot's automatic range leaves it free), never on it.
+    window.resize(*size)
+    qtbot.waitExposed(window)
+    run = out_of_memory_run()
+    window._show_profile(run, tmp_path / "oom.memsight")
+    view = window.timeline
+    settle(view)
+    box = view.ram_plot.getViewBox()
+    assert run.ram is not None
+    peak = float(run.ram["rss_peak"].max())
+    peak_y = box.mapViewToScene(pg.Point(END, peak)).y()  # screen y grows downwards
+    labels = drawn_labels(view)
+    assert labels
+    for text, rect in labels:
+        assert rect.bottom() <= peak_y, f"{text!r} covers the curve: {rect} under y={peak_y}"
 
 
 def test_a_census_mark_and_the_errors_labels_keep_apart(
