@@ -40,6 +40,7 @@ from memsight.app.plotting import (
     HeadroomViewBox,
     make_curve,
     make_legend,
+    paint_labels,
     set_entries,
 )
 from memsight.profiler.profile.model import Profile
@@ -203,6 +204,12 @@ class TimelineView(QWidget):
         self.job = self.profile = profile
         self.selected = None
         self._choices = []
+        # A curve hidden from the legend was hidden in the run shown before: each run starts
+        # with every curve shown.
+        for curve in self.curves.values():
+            curve.item.show()
+        for plot in (self.ram_plot, self.gpu_plot):
+            paint_labels(plot.legend)
         self.running = running
         self.follow = True
         self._redraw()

@@ -92,6 +92,24 @@ def test_clicking_an_entrys_name_hides_its_curve_and_greys_the_name(qtbot: QtBot
     assert sample.item.isVisible() and QColor(label.opts["color"]) == shown_color
 
 
+def test_a_curve_hidden_in_one_run_is_shown_in_the_next(qtbot: QtBot) -> None:
+    view = shown_timeline(qtbot, cuda_run(), 1000, 600)
+    settle(view)
+    sample, label = next(
+        (s, lb) for s, lb in view.ram_plot.legend.items if lb.text == "Main process (RSS)"
+    )
+    shown_color = QColor(label.opts["color"])
+    at = view.graphics.mapFromScene(label.mapToScene(label.boundingRect().center()))
+    qtbot.mouseClick(view.graphics.viewport(), Qt.MouseButton.LeftButton, pos=at)  # type: ignore[no-untyped-call]
+    assert not sample.item.isVisible()
+    view.set_profile(cuda_run())  # another profile opened
+    settle(view)
+    sample, label = next(
+        (s, lb) for s, lb in view.ram_plot.legend.items if lb.text == "Main process (RSS)"
+    )
+    assert sample.item.isVisible() and QColor(label.opts["color"]) == shown_color
+
+
 def test_legend_text_follows_a_dark_palette(qtbot: QtBot) -> None:
     view = TimelineView()
     qtbot.addWidget(view)
