@@ -312,6 +312,10 @@ class ContentsPanel(QWidget):
             self._mode = mode
             self._unsorted()
             self._fit_columns()
+        else:
+            # Another census in the same columns: a wider figure ("384.0 MiB" after "9 MiB")
+            # widens its column rather than end in "…"; widths the user chose are kept.
+            self._grow_columns()
         if is_partial(census):
             summary += f" ({partial_text(census)})"
         self.header.setText(summary)
@@ -361,6 +365,18 @@ class ContentsPanel(QWidget):
     def _fit_columns(self) -> None:
         self.table.resizeColumnsToContents()
         self._fit_holder()
+
+    def _grow_columns(self) -> None:
+        """Each column other than the holder's at least as wide as its contents now."""
+        header = self.table.horizontalHeader()
+        grown = False
+        for column in range(1, self.model.columnCount()):
+            needed = max(self.table.sizeHintForColumn(column), header.sectionSizeHint(column))
+            if self.table.columnWidth(column) < needed:
+                self.table.setColumnWidth(column, needed)
+                grown = True
+        if grown:
+            self._fit_holder()
 
     def _fit_holder(self) -> None:
         """The holder column takes what its text needs when the other columns leave room, and

@@ -89,6 +89,21 @@ def test_the_last_census_is_shown_largest_holder_first(panel: ContentsPanel) -> 
     assert column(panel, "Bytes") == ["9.02 MiB", "5.00 MiB", "4 B", "2.00 MiB", "256.0 KiB"]
 
 
+def test_a_later_census_with_wider_figures_widens_their_columns(panel: ContentsPanel) -> None:
+    # A live run: the first census holds one tensor of 9 MiB, the next 123,456 tensors of
+    # 384 MiB. No figure ends in "…" while another column has room to spare.
+    run = profile(events=[census(1.0, 5, holder("kept", "local", 9 * MiB, count=1))], end_t=3.0)
+    panel.set_profile(run, running=True)
+    wide = holder("kept", "local", 384 * MiB, count=123_456, shapes=[[3, 224, 224]])
+    run.events.append(census(2.0, 10, wide))
+    panel.refresh()
+    assert column(panel, "Tensors") == ["123,456"]
+    table, header = panel.table, panel.table.horizontalHeader()
+    for number in range(1, panel.model.columnCount()):
+        needed = max(table.sizeHintForColumn(number), header.sectionSizeHint(number))
+        assert table.columnWidth(number) >= needed, titles(panel)[number]
+
+
 def test_sizes_sort_by_their_bytes_not_by_their_text(panel: ContentsPanel) -> None:
     panel.set_profile(run_with_censuses())
     bytes_column = titles(panel).index("Bytes")
