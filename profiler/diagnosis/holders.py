@@ -160,17 +160,27 @@ def _location(holder: dict[str, Any], text: str, size: int, bound: bool = False)
     return Location(file, line, str(function) if function else None, code, text, size)
 
 
-def locations(found: list[Growing], unit: str = "iteration") -> tuple[Location, ...]:
-    """One location per growing holder: the line that adds to it, else where it lives."""
+# A holder's gain within this share of the growth's rate is the growth's, said once.
+SAME_RATE = 0.1
+
+
+def locations(
+    found: list[Growing], unit: str = "iteration", growth: float | None = None
+) -> tuple[Location, ...]:
+    """One location per growing holder: the line that adds to it, else where it lives.
+    `growth`: the rate the finding's evidence gives, which a holder's gain is said against
+    when it is not the same (a holder keeps part of the growth, measured between censuses)."""
     out = []
     for growing in found:
         holder = growing.holder
+        gain = f"+{format_bytes(growing.per_iteration)} per {unit}"
+        if growth and abs(growing.per_iteration - growth) > SAME_RATE * growth:
+            gain += f" of the +{format_bytes(growth)} the memory grew by"
         # The gain first, then the holder as that census saw it (the Contents view shows the
         # same census' row when it is picked): the two numbers are of different things.
         text = (
-            f"kept alive by {describe(holder)}: +{format_bytes(growing.per_iteration)} per "
-            f"{unit}; {_contents(holder)}, {format_bytes(_held(holder))} at "
-            f"{census_label(growing.last, time=False)}"
+            f"kept alive by {describe(holder)}: {gain}; {_contents(holder)}, "
+            f"{format_bytes(_held(holder))} at {census_label(growing.last, time=False)}"
         )
         location = _location(holder, text, round(growing.per_iteration))
         if location is not None:

@@ -175,5 +175,8 @@ def test_the_function_shown_is_the_one_that_holds_the_line(tmp_path: Path) -> No
     assert (where.line, where.function) == (6, "Trainer.step")  # not the owner, "Trainer"
     # The holder's gain, then the holder as the census saw it: two things, each said once.
     assert where.holder is not None
-    assert ": +1.00 MiB per iteration; 100 tensors" in where.holder
+    # The holder keeps 1 of the 3 MiB the memory grows by each step: said against the growth.
+    assert ": +1.00 MiB per iteration of the +3.00 MiB the memory grew by; 100 tensors" in (
+        where.holder
+    )
     assert where.holder.endswith("100.0 MiB at optimizer step 100")

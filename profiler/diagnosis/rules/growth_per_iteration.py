@@ -87,7 +87,7 @@ def _where_held(profile: Profile, g: Growth) -> tuple[Location, ...]:
         pace = (g.iterations[1] - g.iterations[0]) / (g.end_s - g.start_s)
     span = (g.start_s, g.end_s)
     found = growing_holders(profile, g.iterations_are, span, g.held_rate(), pace)
-    return locations(found, "iteration" if g.iterations is not None else "second")
+    return locations(found, "iteration" if g.iterations is not None else "second", g.fit.slope)
 
 
 def _finding(g: Growth) -> Finding:
