@@ -189,11 +189,17 @@ class ConsoleView(QWidget):
     def set_input_open(self, open_: bool) -> None:
         """Whether the input line sends to a running script. Opened, it takes the keyboard, as
         a terminal running the script would: what is typed goes to the script."""
-        self.input.setEnabled(open_)
         if open_:
+            self.input.setEnabled(True)
             self.input.setFocus()
-        else:
-            self.input.clear()
+            return
+        # Closed with the keyboard in it: the focus goes nowhere rather than to the next
+        # widget, which Qt would pick (the Findings list, whose focus selects its first
+        # finding: an ended run would show one finding instead of the overview).
+        if self.input.hasFocus():
+            self.input.clearFocus()
+        self.input.setEnabled(False)
+        self.input.clear()
 
     def _send_line(self) -> None:
         line = self.input.text()

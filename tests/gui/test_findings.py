@@ -7,11 +7,13 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QUrl
 from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from memsight.app.findings import finding_html
 from memsight.app.mainwindow import MainWindow
 from memsight.profiler.diagnosis import Diagnosis, Evidence, Finding, get_fix
+from memsight.profiler.profile.model import Profile
 from tests.gui.support import NO_ZERO_GRAD, run_to_end
 from tests.support import write_script
 
@@ -20,9 +22,13 @@ from tests.support import write_script
 def test_a_finding_from_a_run_is_listed_highlighted_and_its_fix_copyable(
     qtbot: QtBot, window: MainWindow, tmp_path: Path
 ) -> None:
+    # The window active, as a user's is: the console's input line has the keyboard during the
+    # run, and its end must not hand it to the Findings list (whose focus selects a finding).
+    qtbot.waitActive(window)
     run_to_end(qtbot, window, write_script(tmp_path, "nozero.py", NO_ZERO_GRAD))
     panel = window.findings
     assert panel.final and panel.list.count() == 1
+    assert panel.selected is None
     assert "1 warning" in panel.header.text()
     overview = panel.details.toPlainText()  # nothing selected yet: what was found, in short
     assert panel.diagnosis.findings[0].evidence.text in overview and "Select a finding" in overview
@@ -146,3 +152,23 @@ def test_a_cpu_runs_fixes_in_the_panel_are_cpu_code(window: MainWindow) -> None:
     panel.list.setCurrentRow(0)
     panel.details.anchorClicked.emit(QUrl("copy:0"))  # the snippet copied is the CPU one
     assert "ru_maxrss" in QGuiApplication.clipboard().text()
+
+
+def test_the_end_of_a_run_hands_the_keyboard_to_no_finding(
+    qtbot: QtBot, window: MainWindow
+) -> None:
+    # During a run the console's input line has the keyboard; when the run ends it closes.
+    # Qt would pass the focus on to the next widget, the Findings list, whose focus makes its
+    # first finding current: the panel would show that finding, not the overview.
+    qtbot.waitActive(window)
+    finding = Finding(
+        "missing-zero-grad", "warning", "Gradients are never cleared", "explanation",
+        Evidence("optimizer steps 2 to 12", 1.0, 3.0, None), ("zero-grad-set-to-none",),
+    )  # fmt: skip
+    window.findings.set_diagnosis(Profile(), Diagnosis([finding]), final=False)
+    window.console.set_input_open(True)
+    qtbot.waitUntil(window.console.input.hasFocus)
+    window.console.set_input_open(False)
+    QApplication.processEvents()
+    assert window.findings.selected is None
+    assert "Select a finding" in window.findings.details.toPlainText()
