@@ -28,7 +28,8 @@ def test_a_finding_from_a_run_is_listed_highlighted_and_its_fix_copyable(
     run_to_end(qtbot, window, write_script(tmp_path, "nozero.py", NO_ZERO_GRAD))
     panel = window.findings
     assert panel.final and panel.list.count() == 1
-    assert panel.selected is None
+    selected_at_the_end = panel.selected  # a local: mypy narrows it, not panel.selected
+    assert selected_at_the_end is None
     assert "1 warning" in panel.header.text()
     overview = panel.details.toPlainText()  # nothing selected yet: what was found, in short
     assert panel.diagnosis.findings[0].evidence.text in overview and "Select a finding" in overview
