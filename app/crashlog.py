@@ -37,11 +37,14 @@ class EndedSession:
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process with that pid: not ours, gone
+    except (ProcessLookupError, PermissionError):  # gone, or another user's: not ours
         return False
     return True
+
+
+def _marker(folder: Path, pid: int) -> Path:
+    """The file session `pid` keeps in `folder` while it runs."""
+    return folder / f"session-{pid}{MARKER_SUFFIX}"
 
 
 class CrashLog:
@@ -50,7 +53,7 @@ class CrashLog:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.path = folder / LOG_NAME
-        self.marker = folder / f"session-{os.getpid()}{MARKER_SUFFIX}"
+        self.marker = _marker(folder, os.getpid())
         self._log: TextIO | None = None
         self._previous_hook = sys.excepthook
 
@@ -78,7 +81,7 @@ class CrashLog:
             return []
         ended = self.ended_sessions()
         for session in ended:
-            (self.folder / f"session-{session.pid}{MARKER_SUFFIX}").unlink(missing_ok=True)
+            _marker(self.folder, session.pid).unlink(missing_ok=True)
         return ended
 
     def start(self) -> None:

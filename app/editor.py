@@ -206,38 +206,38 @@ class OpenWatcher(QObject):
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self._watched: list[tuple[Started, str, int]] = []  # (opener, place, polls left)
+        self._watched: list[tuple[Started, str, int, int]] = []  # opener, file, line, polls left
         self._timer = QTimer(self)
         self._timer.setInterval(WATCH_EVERY_MS)
         self._timer.timeout.connect(self._poll)
 
     def watch(self, started: Started, file: str, line: int) -> None:
-        self._watched.append((started, f"{file}:{line}", int(WATCH_S * 1000 / WATCH_EVERY_MS)))
+        self._watched.append((started, file, line, int(WATCH_S * 1000 / WATCH_EVERY_MS)))
         self._timer.start()
 
     def _poll(self) -> None:
         still = []
-        for started, place, polls in self._watched:
+        for started, file, line, polls in self._watched:
             status = started.process.poll()
             if status is None and polls > 1:
-                still.append((started, place, polls - 1))
+                still.append((started, file, line, polls - 1))
             else:
-                self.said.emit(opened_text(started, place, status))
+                self.said.emit(opened_text(started, file, line, status))
         self._watched = still
         if not still:
             self._timer.stop()
 
 
-def opened_text(started: Started, place: str, status: int | None) -> str:
-    """What the status bar says of an opener that exited with `status` (None: still running,
-    an editor's own window)."""
+def opened_text(started: Started, file: str, line: int, status: int | None) -> str:
+    """What the status bar says of an opener of `file` at `line` that exited with `status`
+    (None: still running, an editor's own window)."""
+    place = f"{file}:{line}"
     if status:
         text = f"Could not open {place}: {started.program} exited with status {status}"
         if not started.at_line:
             text += "; no application opens this file here: choose an editor (Findings panel)"
         return text
     if not started.at_line:
-        file, _, line = place.rpartition(":")
         return (
             f"Opened {file} with the desktop's application, which cannot be told line {line}: "
             "choose an editor to open at the line (Findings panel)"

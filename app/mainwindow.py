@@ -134,8 +134,9 @@ class MainWindow(QMainWindow):
         self.setStatusBar(self.status)
         self.status.compare_previous_button.clicked.connect(self.compare_with_previous)
 
-        self.findings.message.connect(lambda text: self.status.showMessage(text, 10_000))
-        self.contents.message.connect(lambda text: self.status.showMessage(text, 10_000))
+        # A line for the status bar from a panel: why a place could not be opened, and the like.
+        for panel in (self.findings, self.contents):
+            panel.message.connect(lambda text: self.status.showMessage(text, 10_000))
         self._make_actions()
         # Ctrl+E and the rest from every widget, the text fields included (app/shortcuts.py).
         self.shortcuts = WindowShortcuts(self, self.findChildren(QAction))

@@ -86,8 +86,9 @@ def test_sessions_running_beside_this_one_are_not_ended(tmp_path: Path) -> None:
         beside.wait()
 
 
-@pytest.mark.slow  # starts the app twice and records a run for it to open
-def test_the_app_after_a_crash_says_so_at_its_next_start(tmp_path: Path) -> None:
+def profile_and_home(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
+    """A recorded profile for the app to open, a private home, and the app's environment
+    there (offscreen Qt, config and data under that home)."""
     script = write_script(tmp_path, "hello.py", "print('hello')\n")
     profile = tmp_path / "run.memsight"
     assert run_memsight([str(script)], tmp_path, out=profile).returncode == 0
@@ -100,6 +101,12 @@ def test_the_app_after_a_crash_says_so_at_its_next_start(tmp_path: Path) -> None
             "QT_QPA_PLATFORM": "offscreen",
         }
     )
+    return profile, home, env
+
+
+@pytest.mark.slow  # starts the app twice and records a run for it to open
+def test_the_app_after_a_crash_says_so_at_its_next_start(tmp_path: Path) -> None:
+    profile, home, env = profile_and_home(tmp_path)
     first = subprocess.Popen([*MEMSIGHT, str(profile)], env=env, stderr=subprocess.PIPE)
     wait_for_setting(first, home, str(profile.resolve()))
     first.send_signal(signal.SIGSEGV)
@@ -129,18 +136,7 @@ def test_the_app_ended_by_sigterm_or_sighup_ends_as_quit_does(
 ) -> None:
     # `kill`, a logout, a closed terminal: the window closes as on Quit (its state saved), the
     # exit status is 0, and the next start has nothing to report.
-    script = write_script(tmp_path, "hello.py", "print('hello')\n")
-    profile = tmp_path / "run.memsight"
-    assert run_memsight([str(script)], tmp_path, out=profile).returncode == 0
-    home = tmp_path / "home"
-    env = child_env(
-        {
-            "HOME": str(home),
-            "XDG_CONFIG_HOME": str(home / "config"),
-            "XDG_DATA_HOME": str(home / "data"),
-            "QT_QPA_PLATFORM": "offscreen",
-        }
-    )
+    profile, home, env = profile_and_home(tmp_path)
     first = subprocess.Popen([*MEMSIGHT, str(profile)], env=env, stderr=subprocess.PIPE)
     wait_for_setting(first, home, str(profile.resolve()))
     first.send_signal(ending)

@@ -220,6 +220,18 @@ def double_click(qtbot: QtBot, widget: QWidget, pos: QPoint) -> None:
     qtbot.mouseDClick(widget, Qt.MouseButton.LeftButton, pos=pos)  # type: ignore[no-untyped-call]
 
 
+def click_the_first_place(window: MainWindow, folder: Path) -> Path:
+    """A finding naming line 22 of a script in `folder`, selected, and a click on that place;
+    the script."""
+    script = folder / "model.py"
+    script.write_text("\n" * 30)
+    panel = window.findings
+    panel.set_diagnosis(Profile(), Diagnosis([located_finding(script)]), final=True)
+    panel.list.setCurrentRow(0)
+    panel.details.anchorClicked.emit(QUrl("open:0"))
+    return script
+
+
 def program(folder: Path, name: str, status: int) -> Path:
     """A real program on PATH that exits with `status` (an opener that failed or worked)."""
     folder.mkdir(exist_ok=True)
@@ -247,12 +259,7 @@ def test_a_click_with_no_editor_set_says_how_the_desktop_opener_went(
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     monkeypatch.delenv("VISUAL", raising=False)
     monkeypatch.delenv("EDITOR", raising=False)
-    script = tmp_path / "model.py"
-    script.write_text("\n" * 30)
-    panel = window.findings
-    panel.set_diagnosis(Profile(), Diagnosis([located_finding(script)]), final=True)
-    panel.list.setCurrentRow(0)
-    panel.details.anchorClicked.emit(QUrl("open:0"))
+    script = click_the_first_place(window, tmp_path)
     assert window.statusBar().currentMessage() == f"Opening {script}:22 with xdg-open…"
     qtbot.waitUntil(lambda: said in window.statusBar().currentMessage(), timeout=10_000)
 
@@ -262,11 +269,6 @@ def test_a_click_with_an_editor_set_says_it_opened_the_line(
 ) -> None:
     editor = program(tmp_path / "bin", "my-editor", 0)
     window.store.setValue(EDITOR_KEY, f"{editor} --line {{line}} {{file}}")
-    script = tmp_path / "model.py"
-    script.write_text("\n" * 30)
-    panel = window.findings
-    panel.set_diagnosis(Profile(), Diagnosis([located_finding(script)]), final=True)
-    panel.list.setCurrentRow(0)
-    panel.details.anchorClicked.emit(QUrl("open:0"))
+    script = click_the_first_place(window, tmp_path)
     expected = f"Opened {script}:22 in my-editor"
     qtbot.waitUntil(lambda: window.statusBar().currentMessage() == expected, timeout=10_000)
