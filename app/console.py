@@ -37,6 +37,8 @@ MAX_LINE_CHARS = 2_000
 MAX_CHARS = 2_000_000
 NOTE = -1  # a piece of text that is memsight's own note, not the target's output
 INPUT_COLOR = "#2f7fd8"  # the lines typed to the script, echoed as a terminal would
+INPUT_PLACEHOLDER = "Input to the script (Enter sends the line, Ctrl+D ends it)"
+WAITING_PLACEHOLDER = "The script waits for this input: type a line, Enter sends it"
 
 
 def _cut_note() -> str:
@@ -159,15 +161,24 @@ class ConsoleView(QWidget):
         bar.addWidget(following)
         # The script's stdin while it runs: a line at a time, as a terminal would send it.
         self.input = QLineEdit()
-        self.input.setPlaceholderText("Input to the script (Enter sends the line, Ctrl+D ends it)")
+        self.input.setPlaceholderText(INPUT_PLACEHOLDER)
         self.input.setEnabled(False)
+        # Shown while the script is blocked reading its stdin: a terminal would show the
+        # cursor after the prompt; here the prompt is one line among the output.
+        self.waiting = QLabel("Waiting for input ⏎")
+        self.waiting.setStyleSheet(f"color: {INPUT_COLOR}; font-weight: bold;")
+        self.waiting.hide()
+        input_row = QHBoxLayout()
+        input_row.setContentsMargins(0, 0, 0, 0)
+        input_row.addWidget(self.waiting)
+        input_row.addWidget(self.input, 1)
         self.input.returnPressed.connect(self._send_line)
         QShortcut(QKeySequence("Ctrl+D"), self.input, self._close_input)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
         layout.addLayout(bar)
         layout.addWidget(self.text, 1)
-        layout.addWidget(self.input)
+        layout.addLayout(input_row)
         self.search.textChanged.connect(self._highlight)
         self.search.returnPressed.connect(lambda: self.find_text(backward=False))
         following.clicked.connect(lambda: self.find_text(backward=False))
@@ -198,8 +209,20 @@ class ConsoleView(QWidget):
         # finding: an ended run would show one finding instead of the overview).
         if self.input.hasFocus():
             self.input.clearFocus()
+        self.set_waiting(False)
         self.input.setEnabled(False)
         self.input.clear()
+
+    def set_waiting(self, waiting: bool) -> None:
+        """Show that the script is blocked reading its stdin (and give it the keyboard), or
+        that it is not any more."""
+        self.waiting.setVisible(waiting)
+        self.input.setPlaceholderText(WAITING_PLACEHOLDER if waiting else INPUT_PLACEHOLDER)
+        self.input.setStyleSheet(
+            f"QLineEdit {{ border: 2px solid {INPUT_COLOR}; }}" if waiting else ""
+        )
+        if waiting and self.input.isEnabled():
+            self.input.setFocus()
 
     def _send_line(self) -> None:
         line = self.input.text()

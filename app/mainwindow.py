@@ -127,6 +127,7 @@ class MainWindow(QMainWindow):
         self.session.failed.connect(self.show_error)
         self.console.inputEntered.connect(self.session.send_input)
         self.console.inputClosed.connect(self.session.close_input)
+        self.session.waitingForInput.connect(self._on_waiting_for_input)
         for python in self.settings.pythons:
             self.setup_panel.add_python(python)
 
@@ -652,10 +653,23 @@ class MainWindow(QMainWindow):
     def _update_status(self) -> None:
         if self.profile is not None:
             self.status.show_status(
-                self.profile, self.session.running, self.session.stopping, self.session.elapsed
+                self.profile,
+                self.session.running,
+                self.session.stopping,
+                self.session.elapsed,
+                self.session.waiting_for_input,
             )
 
     # -- window ---------------------------------------------------------------------------
+
+    def _on_waiting_for_input(self, waiting: bool) -> None:
+        """The script is blocked on its stdin: the console comes to the front (it may be
+        behind Contents) with its input line ready, as a terminal would be."""
+        if waiting:
+            self.console_dock.show()
+            self.console_dock.raise_()
+        self.console.set_waiting(waiting)
+        self._update_status()
 
     def _focus_find(self) -> None:
         self.console_dock.show()

@@ -17,9 +17,13 @@ from memsight.app.controller import RunController
 from memsight.app.findings import BackgroundDiagnosis
 from memsight.app.pace import FASTEST_MS, RefreshPace
 from memsight.profiler.launch.spec import RunSpec
+from memsight.profiler.launch.stdin_wait import waits_for_stdin
 from memsight.profiler.profile.model import Profile
 
 DIAGNOSE_EVERY_S = 2.0  # findings follow a live run at this pace, not every frame
+# How often a running script is looked at for a read of its stdin: a prompt is answered by a
+# person, so a quarter of a second is soon enough, and the look costs a file read per thread.
+STDIN_LOOK_EVERY_S = 0.25
 
 
 class RunSession(QObject):
@@ -31,6 +35,8 @@ class RunSession(QObject):
     ticked(): one timer tick is done (the elapsed time moved on), new samples or not.
     finished(status): the run ended with this ExitStatus; its profile is complete.
     failed(title, message): the run could not start, or its recording failed.
+    waitingForInput(bool): the script began (True) or stopped (False) waiting for a line on
+        its stdin; False too when the run ends.
     """
 
     started = Signal(object, object)
@@ -38,6 +44,7 @@ class RunSession(QObject):
     ticked = Signal()
     finished = Signal(object)
     failed = Signal(str, str)
+    waitingForInput = Signal(bool)
 
     def __init__(self, diagnosis: BackgroundDiagnosis, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -46,6 +53,8 @@ class RunSession(QObject):
         self.frame_ms: list[float] = []  # how long each tick took, its views' redraws included
         self._started_at = 0.0
         self._diagnosed_at = 0.0
+        self.waiting_for_input = False
+        self._stdin_looked_at = 0.0
         # The model is redrawn on this timer, never per sample, at the pace the CPU budget
         # allows (app/pace.py).
         self.pace = RefreshPace()
@@ -124,18 +133,35 @@ class RunSession(QObject):
             self.refreshed.emit()
         if result.finished is not None:
             self.timer.stop()
+            self._set_waiting(False)
             self.finished.emit(result.finished)
             if controller.error:
                 self.failed.emit("The recording failed", controller.error)
             self._diagnose(controller.profile, final=True)
-        elif time.monotonic() - self._diagnosed_at >= DIAGNOSE_EVERY_S and not self.diagnosis.busy:
-            self._diagnose(controller.profile, final=False)
+        else:
+            if (
+                time.monotonic() - self._diagnosed_at >= DIAGNOSE_EVERY_S
+                and not self.diagnosis.busy
+            ):
+                self._diagnose(controller.profile, final=False)
+            if time.monotonic() - self._stdin_looked_at >= STDIN_LOOK_EVERY_S:
+                self._look_for_a_prompt(controller)
         self.ticked.emit()
         self.frame_ms.append((time.perf_counter() - started) * 1000)
         if self.timer.isActive():
             interval = self.pace.tick()
             if interval != self.timer.interval():
                 self.timer.setInterval(interval)
+
+    def _look_for_a_prompt(self, controller: RunController) -> None:
+        self._stdin_looked_at = time.monotonic()
+        pid = controller.profile.info.pid
+        self._set_waiting(pid is not None and not controller.stopping and waits_for_stdin(pid))
+
+    def _set_waiting(self, waiting: bool) -> None:
+        if waiting != self.waiting_for_input:
+            self.waiting_for_input = waiting
+            self.waitingForInput.emit(waiting)
 
     def _diagnose(self, profile: Profile, final: bool) -> None:
         self._diagnosed_at = time.monotonic()

@@ -113,11 +113,23 @@ class RunStatusBar(QStatusBar):
         self.state_label.setText("Stopping…")
 
     def show_status(
-        self, profile: Profile, running: bool, stopping: bool = False, elapsed: float = 0.0
+        self,
+        profile: Profile,
+        running: bool,
+        stopping: bool = False,
+        elapsed: float = 0.0,
+        waiting_for_input: bool = False,
     ) -> None:
-        """The figures of `profile`; `elapsed` is the time since a running one started."""
+        """The figures of `profile`; `elapsed` is the time since a running one started;
+        `waiting_for_input`: the running script is blocked reading its stdin."""
         if running:
-            self.state_label.setText("Stopping…" if stopping else "Running")
+            self.state_label.setText(
+                "Stopping…"
+                if stopping
+                else "Running: waiting for input"
+                if waiting_for_input
+                else "Running"
+            )
         elif profile.damaged is not None:
             damage = profile.damaged
             self.state_label.setText(

@@ -117,3 +117,33 @@ def test_a_run_printing_a_3_mib_line_keeps_the_window_responsive(
     assert "[line cut: longer than" in lines[0] and "the end" in lines
     # Before: 21 s in one frame. Each frame now handles a bounded amount of text.
     assert max(window.session.frame_ms) < 1000, max(window.session.frame_ms)
+
+
+def test_a_script_waiting_for_input_says_so_and_brings_the_console_to_the_front(
+    qtbot: QtBot, window: MainWindow, tmp_path: Path
+) -> None:
+    script = write_script(
+        tmp_path,
+        "ask.py",
+        "name = input('name? ')\nprint('hello', name, flush=True)\n"
+        "total = 0\nfor i in range(400_000_000):\n    total += i\n",
+    )
+    window.open_script(str(script))
+    window.show()
+    qtbot.waitExposed(window)
+    window.contents_dock.raise_()  # the console behind another tab, as a user may leave it
+    window.start_run()
+    qtbot.waitUntil(lambda: window.session.waiting_for_input, timeout=60_000)
+    qtbot.waitUntil(window.console.isVisible)
+    assert window.console.waiting.isVisible()
+    assert window.status.state_label.text() == "Running: waiting for input"
+    window.console.input.setText("Ada")
+    window.console.input.returnPressed.emit()
+    # Answered, the script works on: the sign goes, the run goes on.
+    qtbot.waitUntil(lambda: not window.console.waiting.isVisible(), timeout=60_000)
+    window._update_status()
+    assert window.status.state_label.text() == "Running"
+    assert window.session.running
+    window.stop_run()
+    qtbot.waitUntil(lambda: not window.session.running, timeout=60_000)
+    assert not window.console.waiting.isVisible()
