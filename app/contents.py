@@ -69,6 +69,9 @@ CHANGE_COLUMNS = (
     ("Δ Tensors", "Tensors gained (+) or lost (-) since the earlier census"),
 )
 HOLDER_MIN_WIDTH = 240  # px: the holder's name and container, at least; the rest in the tooltip
+# px: the shapes column, when the holder needs the room (its text then ends in "…", the cell's
+# tooltip has them all). Shapes are an example; the holder is the answer.
+SHAPES_MIN_WIDTH = 120
 
 
 def _cell(text: str, key: int | str, number: bool = False) -> QStandardItem:
@@ -90,8 +93,14 @@ def _row_cells(row: ContentsRow) -> list[QStandardItem]:
         _cell(f"{row.with_graph:,}" if row.with_graph else "-", row.with_graph, number=True),
         _cell(devices, devices),
         _cell(dtypes, dtypes),
-        _cell(shapes, shapes),
+        _shapes_cell(shapes),
     ]
+
+
+def _shapes_cell(shapes: str) -> QStandardItem:
+    item = _cell(shapes, shapes)
+    item.setToolTip(tooltip(shapes))  # the whole list, when the column is narrower
+    return item
 
 
 def _holder_cell(row: ContentsRow, gone: bool = False) -> QStandardItem:
@@ -367,31 +376,39 @@ class ContentsPanel(QWidget):
         self._fit_holder()
 
     def _grow_columns(self) -> None:
-        """Each column other than the holder's at least as wide as its contents now."""
-        header = self.table.horizontalHeader()
-        grown = False
-        for column in range(1, self.model.columnCount()):
-            needed = max(self.table.sizeHintForColumn(column), header.sectionSizeHint(column))
+        """Each column between the holder and the shapes at least as wide as its contents
+        now; the holder and the shapes share the rest again when a column grew or the
+        shapes want more (their widths are _fit_holder's)."""
+        shapes = self.model.columnCount() - 1
+        grown = self.table.columnWidth(shapes) < self._needed_width(shapes)
+        for column in range(1, shapes):
+            needed = self._needed_width(column)
             if self.table.columnWidth(column) < needed:
                 self.table.setColumnWidth(column, needed)
                 grown = True
         if grown:
             self._fit_holder()
 
-    def _fit_holder(self) -> None:
-        """The holder column takes what its text needs when the other columns leave room, and
-        no less than HOLDER_MIN_WIDTH when they do not (the table then scrolls sideways)."""
-        columns = self.model.columnCount()
-        if columns < 2:
-            return
+    def _needed_width(self, column: int) -> int:
         header = self.table.horizontalHeader()
-        others = sum(
-            max(self.table.sizeHintForColumn(i), header.sectionSizeHint(i))
-            for i in range(1, columns)
-        )
-        room = self.table.viewport().width() - others
-        wanted = self.table.sizeHintForColumn(0)
-        self.table.setColumnWidth(0, max(HOLDER_MIN_WIDTH, min(wanted, room)))
+        return max(self.table.sizeHintForColumn(column), header.sectionSizeHint(column))
+
+    def _fit_holder(self) -> None:
+        """Share the width between the holder and the shapes, the two columns of free text.
+        The holder takes what its text needs first; the shapes (the last column) give way
+        down to SHAPES_MIN_WIDTH. When even that leaves too little, the holder keeps
+        HOLDER_MIN_WIDTH and the table scrolls sideways."""
+        columns = self.model.columnCount()
+        if columns < 3:
+            return
+        shapes = columns - 1
+        between = sum(self._needed_width(i) for i in range(1, shapes))
+        shapes_wanted = self._needed_width(shapes)
+        shapes_least = min(shapes_wanted, SHAPES_MIN_WIDTH)
+        room = self.table.viewport().width() - between
+        holder = max(HOLDER_MIN_WIDTH, min(self.table.sizeHintForColumn(0), room - shapes_least))
+        self.table.setColumnWidth(0, holder)
+        self.table.setColumnWidth(shapes, max(shapes_least, min(shapes_wanted, room - holder)))
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         if watched is self.table.viewport() and event.type() == QEvent.Type.Resize:

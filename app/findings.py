@@ -11,8 +11,8 @@ import html
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from PySide6.QtCore import QObject, QSettings, Qt, QTimer, QUrl, Signal
-from PySide6.QtGui import QColor, QDesktopServices, QGuiApplication
+from PySide6.QtCore import QEvent, QObject, QSettings, Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import QColor, QDesktopServices, QFontMetricsF, QGuiApplication, QTextDocument
 from PySide6.QtWidgets import (
     QInputDialog,
     QLabel,
@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from memsight.app.codewrap import code_html
 from memsight.app.editor import EDITOR_KEY, OpenWatcher, Started, open_location
 from memsight.app.plaintext import shorten, tooltip
 from memsight.profiler.codefiles import is_pseudo_file
@@ -65,7 +66,9 @@ def location_html(index: int, location: Location, cwd: str = "") -> str:
     return text
 
 
-def finding_html(finding: Finding, cwd: str = "") -> str:
+def finding_html(finding: Finding, cwd: str = "", columns: int | None = None) -> str:
+    """The whole of a finding; its fixes' code wrapped at `columns` characters (None: as
+    written)."""
     color = SEVERITY_COLORS[finding.severity]
     parts = [
         f"<h3 style='margin:0'>{_e(finding.heading)}</h3>",
@@ -96,9 +99,10 @@ def finding_html(finding: Finding, cwd: str = "") -> str:
         links = " &middot; ".join(f"<a href='{_e(d.url)}'>{_e(d.title)}</a>" for d in fix.docs)
         parts += [
             f"<p><b>{rank + 1}. {_e(fix.title)}</b><br>{_e(fix.why)}</p>",
-            # Never wrapped: a wrapped line of code starts again at column 0 and reads as
-            # other code. A narrow panel scrolls sideways instead.
-            f"<pre style='white-space:pre'>{_e(fix.after)}</pre>",
+            # Wrapped as an editor wraps code (app/codewrap.py), never as prose: the panel
+            # shows every line whole without scrolling sideways.
+            "<pre style='white-space:pre'>"
+            f"{_e(fix.after) if columns is None else code_html(fix.after, columns)}</pre>",
             f"<p><a href='copy:{rank}'>Copy this snippet</a> &middot; {links}<br>"
             f"<i>Trade-off:</i> {_e(fix.tradeoff)}</p>",
         ]
@@ -176,6 +180,9 @@ class FindingsPanel(QWidget):
         self.details = QTextBrowser()
         self.details.setOpenLinks(False)
         self.details.anchorClicked.connect(self._on_link)
+        # The fixes' code is wrapped to the panel's width: shown again when that changes.
+        self._code_columns = 0
+        self.details.viewport().installEventFilter(self)
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(self.list)
         split.addWidget(self.details)
@@ -246,11 +253,36 @@ class FindingsPanel(QWidget):
         counts = severity_counts(findings)
         self.header.setText(f"{len(findings)} finding{'s' * (len(findings) != 1)}: {counts}{state}")
 
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if (
+            watched is self.details.viewport()
+            and event.type() == QEvent.Type.Resize
+            and self.selected is not None
+            and self._fitting_columns() != self._code_columns
+        ):
+            scrollbar = self.details.verticalScrollBar()
+            at = scrollbar.value()
+            self._show_details()
+            scrollbar.setValue(at)
+        return super().eventFilter(watched, event)
+
+    def _fitting_columns(self) -> int:
+        """How many characters of code fit across the details, as <pre> draws them."""
+        # The font Qt's rich text gives <pre>, read from a probe laid out as the details are.
+        probe = QTextDocument()
+        probe.setDefaultFont(self.details.document().defaultFont())
+        probe.setHtml("<pre>m</pre>")
+        font = probe.begin().begin().fragment().charFormat().font()
+        advance = QFontMetricsF(font).horizontalAdvance("m")
+        width = self.details.viewport().width() - 2 * self.details.document().documentMargin()
+        return max(int(width / advance) - 1, 1)
+
     def _show_details(self) -> None:
         finding = self.selected
         if finding is not None:
             cwd = self.profile.info.cwd if self.profile is not None else ""
-            self.details.setHtml(finding_html(finding, cwd))
+            self._code_columns = self._fitting_columns()
+            self.details.setHtml(finding_html(finding, cwd, self._code_columns))
         elif self.diagnosis.findings:
             self.details.setHtml(overview_html(self.diagnosis.findings))
         elif self.profile is not None:

@@ -23,7 +23,6 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import (
     QApplication,
     QDockWidget,
-    QFileDialog,
     QMainWindow,
     QMessageBox,
     QToolBar,
@@ -31,6 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from memsight import profiler
+from memsight.app import filedialogs
 from memsight.app.compare import CompareController, ComparePanel, same_target
 from memsight.app.console import ConsoleView
 from memsight.app.contents import ContentsPanel
@@ -431,7 +431,7 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("memsight")
 
     def _choose_script(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(
+        path = filedialogs.open_file_name(
             self, "Open script", self._last_script_folder(), "Python scripts (*.py)"
         )
         if path:
@@ -446,7 +446,7 @@ class MainWindow(QMainWindow):
 
     def _choose_profile(self) -> None:
         """Ctrl+O: a profile, or a script (which goes to the run bar)."""
-        path, _ = QFileDialog.getOpenFileName(
+        path = filedialogs.open_file_name(
             self, "Open profile or script", str(recordings_dir()), OPEN_FILTER
         )
         if path:
@@ -470,7 +470,7 @@ class MainWindow(QMainWindow):
         if self.profile_path is None:
             return
         suggestion = str(Path.cwd() / self.profile_path.name)
-        path, _ = QFileDialog.getSaveFileName(self, "Save profile as", suggestion, PROFILE_FILTER)
+        path = filedialogs.save_file_name(self, "Save profile as", suggestion, PROFILE_FILTER)
         if path:
             self.save_to(path)
 
@@ -491,7 +491,7 @@ class MainWindow(QMainWindow):
             return
         base = self.profile_path.stem if self.profile_path else "memsight-report"
         suggestion = str(Path.cwd() / f"{base}.html")
-        path, _ = QFileDialog.getSaveFileName(
+        path = filedialogs.save_file_name(
             self, "Export HTML report", suggestion, "HTML reports (*.html)"
         )
         if path:
@@ -520,7 +520,7 @@ class MainWindow(QMainWindow):
         if self.profile is None:
             self.show_error("Nothing to compare", "Open or record a run first.")
             return
-        path, _ = QFileDialog.getOpenFileName(
+        path = filedialogs.open_file_name(
             self, "Compare With", str(recordings_dir()), "memsight profiles (*.memsight)"
         )
         if path:

@@ -17,7 +17,6 @@ from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QDoubleSpinBox,
-    QFileDialog,
     QGridLayout,
     QHBoxLayout,
     QLabel,
@@ -29,6 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from memsight.app import filedialogs
 from memsight.app.settings import ScriptSetup
 from memsight.profiler.diagnosis.finding import SEVERITY_COLORS
 from memsight.profiler.launch.preflight import (
@@ -376,20 +376,20 @@ class RunSetupPanel(QWidget):
     # -- file pickers ---------------------------------------------------------------------------
 
     def _browse_script(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(
+        path = filedialogs.open_file_name(
             self, "Open script", self.cwd.text(), "Python scripts (*.py)"
         )
         if path:
             self.scriptChosen.emit(path)
 
     def _browse_cwd(self) -> None:
-        path = QFileDialog.getExistingDirectory(self, "Working directory", self.cwd.text())
+        path = filedialogs.existing_folder(self, "Working directory", self.cwd.text())
         if path:
             self.cwd.setText(path)
 
     def _browse_python(self) -> None:
         start = str(Path(self.python.currentText()).parent)
-        path, _ = QFileDialog.getOpenFileName(
+        path = filedialogs.open_file_name(
             self, "Python interpreter (for a venv: venv/bin/python)", start
         )
         if path:

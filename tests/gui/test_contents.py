@@ -8,7 +8,14 @@ import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from memsight.app.contents import NO_CENSUS, NO_CENSUS_YET, NO_RUN, ContentsPanel
+from memsight.app.contents import (
+    HOLDER_MIN_WIDTH,
+    NO_CENSUS,
+    NO_CENSUS_YET,
+    NO_RUN,
+    SHAPES_MIN_WIDTH,
+    ContentsPanel,
+)
 from memsight.app.mainwindow import MainWindow
 from memsight.profiler.profile.model import Profile
 from tests.factories import MiB, census, holder, profile
@@ -241,3 +248,40 @@ def test_censuses_appear_while_the_run_goes_on(
     window.stop_run()
     wait_until_settled(qtbot, window)
     assert window.contents.census.currentIndex() == window.contents.census.count() - 1
+
+
+def test_a_long_holder_keeps_its_name_whole_and_the_shapes_give_way(
+    qtbot: QtBot, panel: ContentsPanel
+) -> None:
+    # The changes between two censuses: nine columns, a holder named at length and many
+    # shapes. The holder is the answer, the shapes an example: they give way first.
+    name = 'trainer.callback_state["validation_outputs_history"]'
+    shapes = [[256, 512], [256], [2048, 256], [2048], [64, 2048], [64], [3, 224, 224]]
+    earlier = holder(name, "attribute", 2 * MiB, count=5, shapes=shapes)
+    later = holder(name, "attribute", 40 * MiB, count=40, shapes=shapes)
+    run = profile(events=[census(1.0, 5, earlier), census(2.0, 40, later)], end_t=3.0)
+    panel.set_profile(run)
+    panel.choose(1, compare=0)
+    table = panel.table
+    shapes_column = titles(panel).index("Shapes")
+
+    def widths() -> list[int]:
+        return [table.columnWidth(i) for i in range(panel.model.columnCount())]
+
+    # Too narrow for both: the holder is whole, the shapes end in "…" and are all in the
+    # cell's tooltip; nothing scrolls sideways.
+    header = table.horizontalHeader()
+    everything = sum(
+        max(table.sizeHintForColumn(i), header.sectionSizeHint(i)) for i in range(len(widths()))
+    )
+    panel.resize(everything - 100, 300)
+    qtbot.waitUntil(lambda: sum(widths()) <= table.viewport().width())
+    assert table.columnWidth(0) >= table.sizeHintForColumn(0)
+    assert table.columnWidth(shapes_column) < table.sizeHintForColumn(shapes_column)
+    cell = panel.table.model().index(0, shapes_column)
+    assert "3x224x224" in cell.data(Qt.ItemDataRole.ToolTipRole)
+    # Narrower still: the shapes give all they can before the holder gives any.
+    panel.resize(1000, 300)
+    qtbot.waitUntil(lambda: table.columnWidth(0) < table.sizeHintForColumn(0))
+    assert table.columnWidth(shapes_column) == SHAPES_MIN_WIDTH
+    assert table.columnWidth(0) >= HOLDER_MIN_WIDTH

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QUrl
+from PySide6.QtCore import Qt, QUrl
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
@@ -173,3 +173,50 @@ def test_the_end_of_a_run_hands_the_keyboard_to_no_finding(
     QApplication.processEvents()
     assert window.findings.selected is None
     assert "Select a finding" in window.findings.details.toPlainText()
+
+
+def test_a_fixs_code_fits_the_panel_however_narrow_and_rewraps_as_it_widens(
+    qtbot: QtBot, window: MainWindow
+) -> None:
+    from memsight.app.codewrap import CONTINUATION
+
+    finding = Finding(
+        "growth-per-iteration",
+        "warning",
+        "RAM grows by 2 MiB every iteration",
+        "explanation",
+        Evidence("+2 MiB per iteration", 0.0, 1.0, "ram"),
+        ("detach-for-logging", "del-and-scope"),
+    )
+    window.findings.set_diagnosis(Profile(), Diagnosis([finding]), final=True)
+    window.show()
+    qtbot.waitExposed(window)
+    details = window.findings.details
+    longest = max(len(line) for fix in finding.fixes for line in get_fix(fix).after.split("\n"))
+
+    def fits() -> bool:
+        """Every line of the details is as wide as the panel at most: no sideways scroll."""
+        block = details.document().begin()
+        while block.isValid():
+            layout = block.layout()
+            for i in range(layout.lineCount()):
+                if layout.lineAt(i).naturalTextWidth() > details.viewport().width():
+                    return False
+            block = block.next()
+        return details.horizontalScrollBar().maximum() == 0
+
+    window.findings_dock.setMinimumWidth(0)
+    window.resizeDocks([window.findings_dock], [260], Qt.Orientation.Horizontal)
+    window.findings.list.setCurrentRow(0)
+    qtbot.waitUntil(lambda: window.findings._code_columns < longest)
+    assert fits()
+    narrow = details.toPlainText()
+    assert CONTINUATION in narrow
+    # The copied snippet is the code as written, never the wrapped lines.
+    details.anchorClicked.emit(QUrl("copy:0"))
+    assert QGuiApplication.clipboard().text() == get_fix(finding.fixes[0]).after + "\n"
+    # Wider, the code is shown again at the new width: fewer lines are continued.
+    window.resizeDocks([window.findings_dock], [900], Qt.Orientation.Horizontal)
+    qtbot.waitUntil(lambda: window.findings._code_columns > longest)
+    assert fits()
+    assert CONTINUATION not in details.toPlainText()

@@ -138,8 +138,7 @@ def test_browse_beside_the_script_opens_the_script_chosen(
 ) -> None:
     script = write_script(tmp_path / "project", "train.py", "pass\n")
     monkeypatch.setattr(
-        "memsight.app.runsetup.QFileDialog.getOpenFileName",
-        lambda *args, **kwargs: (str(script), ""),
+        "memsight.app.filedialogs.open_file_name", lambda *args, **kwargs: str(script)
     )
     window.setup_panel.browse_button.click()
     assert window.setup_panel.script.text() == str(script)

@@ -58,11 +58,11 @@ def test_ctrl_e_exports_while_the_script_field_has_the_focus(
 ) -> None:
     asked: list[str] = []
 
-    def save_dialog(*args: object, **kwargs: object) -> tuple[str, str]:
+    def save_dialog(*args: object, **kwargs: object) -> str:
         asked.append(str(args[1]))
-        return "", ""
+        return ""
 
-    monkeypatch.setattr("memsight.app.mainwindow.QFileDialog.getSaveFileName", save_dialog)
+    monkeypatch.setattr("memsight.app.filedialogs.save_file_name", save_dialog)
     window._show_profile(sample_profile(), tmp_path / "run.memsight")
     qtbot.waitActive(window)
     field = window.setup_panel.script

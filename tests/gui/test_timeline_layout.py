@@ -77,9 +77,7 @@ def test_ctrl_o_opens_a_script_into_the_run_bar(
 ) -> None:
     script = tmp_path / "train.py"
     script.write_text("print('hi')\n")
-    monkeypatch.setattr(
-        "memsight.app.mainwindow.QFileDialog.getOpenFileName", lambda *a, **k: (str(script), "")
-    )
+    monkeypatch.setattr("memsight.app.filedialogs.open_file_name", lambda *a, **k: str(script))
     window.open_action.trigger()
     assert window.setup_panel.script.text() == str(script)
     assert window.error_box is None  # not "not a memsight profile"
@@ -114,11 +112,11 @@ def test_typing_a_script_path_sets_its_folder_and_the_dialog_starts_there(
     assert window.setup_panel.cwd.text() == str(folder)
     started_in: list[str] = []
 
-    def dialog(parent: QWidget | None, title: str, start: str, filters: str) -> tuple[str, str]:
+    def dialog(parent: QWidget | None, title: str, start: str, filters: str) -> str:
         started_in.append(start)
-        return "", ""
+        return ""
 
-    monkeypatch.setattr("memsight.app.mainwindow.QFileDialog.getOpenFileName", dialog)
+    monkeypatch.setattr("memsight.app.filedialogs.open_file_name", dialog)
     window.open_script_action.trigger()
     assert started_in == [str(folder)]
 
