@@ -62,7 +62,13 @@ def output_target(path: str | os.PathLike[str]) -> OutputTarget:
         raise OutputError("an empty path")
     real = os.path.realpath(name)
     try:
-        info = os.stat(real)
+        try:
+            info = os.stat(real)
+        except FileNotFoundError:
+            # /dev/stdout of a process writing into a pipe: /proc/self/fd/1 is a link to
+            # "pipe:[…]", which realpath cannot follow but the kernel can.
+            info = os.stat(name)
+            real = name
     except FileNotFoundError:
         folder = os.path.dirname(real)
         if not os.path.isdir(folder):

@@ -165,6 +165,16 @@ def test_html_to_stdout(tmp_path: Path, profile: Path) -> None:
     assert both.returncode == 2 and "standard output" in error_line(both)
 
 
+def test_html_to_dev_stdout_that_is_a_pipe_is_written_into_the_pipe(
+    tmp_path: Path, profile: Path
+) -> None:
+    # /dev/stdout of a process writing into a pipe links to "pipe:[…]", which realpath cannot
+    # follow: the pipe is still written into, never taken for a missing file to replace.
+    done = run_cli("report", profile, "--html", "/dev/stdout", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("<!DOCTYPE html>")
+
+
 def test_html_through_a_symlink_replaces_the_file_not_the_link(
     tmp_path: Path, profile: Path
 ) -> None:
