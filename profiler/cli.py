@@ -8,6 +8,7 @@ memsight report PROFILE [--html OUT.html] [--json]   findings, peaks and the end
 memsight export PROFILE --memory-viz OUT.pickle      a CUDA memory snapshot for memory_viz
 memsight compare BEFORE AFTER                        what a change did
 memsight merge NODE.memsight... -o JOB.memsight      one job profile from a job's nodes
+memsight connect [HOST:]PORT --token TOKEN           a run served by `run --serve`, live
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ usage:
   memsight merge NODE.memsight... -o JOB.memsight
                                            one job profile from the profiles each node of a
                                            multi-node job wrote, on one clock
+  memsight connect [HOST:]PORT --token TOKEN [-o COPY.memsight]
+                                           receive a run that `memsight run --serve PORT`
+                                           records (here or through ssh -L), with a copy of
+                                           its profile
 
 `memsight run` runs the script exactly as `python SCRIPT ARGS...` would (same argv, working
 directory, stdin, environment and exit status) while recording RAM and GPU memory to a
@@ -68,6 +73,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from memsight.profiler.commands.compare import cmd_compare
 
             return cmd_compare(args[1:])
+        if args[:1] == ["connect"]:
+            from memsight.profiler.commands.connect import cmd_connect
+
+            return cmd_connect(args[1:])
         if args[:1] == ["merge"]:
             from memsight.profiler.commands.merge import cmd_merge
 

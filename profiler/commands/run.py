@@ -47,13 +47,14 @@ from memsight.profiler.units import format_bytes, format_duration
 
 if TYPE_CHECKING:
     from memsight.profiler.recorder.session import Recording
+    from memsight.profiler.remote.server import StreamServer
 
 # Entries of the allocator's history: 100 times the default, already gigabytes of stacks.
 MAX_CUDA_HISTORY = 10_000_000
 
 _RUN_VALUE_OPTIONS = {
     "-o", "--out", "--interval-ms", "--python", "--ram-budget", "--census",
-    "--fail-on", "--max-peak-ram", "--max-peak-gpu", "--baseline", "--max-growth",
+    "--fail-on", "--max-peak-ram", "--max-peak-gpu", "--baseline", "--max-growth", "--serve",
 }  # fmt: skip
 
 
@@ -123,6 +124,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--cuda-history=N), and keep its "
         "snapshot at an out-of-memory error and at exit for `memsight export --memory-viz`. "
         "A script that records history itself keeps its own settings",
+    )
+    parser.add_argument(
+        "--serve",
+        metavar="[HOST:]PORT",
+        help="also serve the live recording to viewers (`memsight connect`, File > Connect in "
+        "the app), on 127.0.0.1 unless HOST is given; PORT 0 picks a free port. memsight prints "
+        "`memsight: serving on HOST:PORT (token TOKEN)` to stderr at the start (with -q too); "
+        "from another machine, use `ssh -L PORT:127.0.0.1:PORT` to reach it",
     )
     parser.add_argument(
         "-q", "--quiet", action="store_true", help="print nothing of memsight's own"
@@ -336,6 +345,7 @@ def cmd_run(argv: Sequence[str], end_like_target: bool = False) -> int:
     spec = build_spec(options, target, is_module, target_args)
     out = _out_path(spec, options.out)
     baseline = read_check_baseline(check)
+    server = _stream_server(options.serve, out)
     # Outside a terminal's foreground no Ctrl+C comes, but a signal sent to our process group
     # (`kill -INT -PGID`, a job runner stopping its job) would reach a target in the group
     # directly and again through us: there the target gets a group of its own, and every
@@ -398,14 +408,25 @@ def cmd_run(argv: Sequence[str], end_like_target: bool = False) -> int:
         try:
             recording.start()
         except OSError as exc:
+            if server is not None:
+                server.close()
             raise UsageError(f"cannot start {spec.python}: {exc.strerror or exc}") from None
+        if server is not None:
+            writer = recording.writer
+            assert writer is not None
+            server.start(out, lambda: writer.bytes_written)
+            recording.after_flush = server.notify
+            # Said even with -q: a viewer cannot connect without it.
+            _say_always(f"serving on {server.address} (token {server.token})", recording)
         status = recording.wait()
     finally:
         recording.restore_terminal()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        if server is not None:
+            server.end()  # the viewers connected get the rest, the end and the exit status
     if not options.quiet and check is None:
-        _report_saved(out)
+        report_saved(out)
     failures = run_check(out, check, baseline, options.quiet) if check is not None else []
     for failure in failures:
         sys.stderr.write(f"memsight: check failed: {terminal_safe(failure)}\n")
@@ -449,18 +470,41 @@ def _die_by(signum: int) -> None:
 
 def _say(options: argparse.Namespace, message: str, recording: Recording | None = None) -> None:
     if not options.quiet:
-        # While the terminal is in raw mode for the target, a line end needs its "\r".
-        raw = (
-            recording is not None
-            and recording.terminal is not None
-            and recording.terminal.relays_input
-        )
-        message = terminal_safe(message)
-        sys.stderr.write(f"memsight: {message}\r\n" if raw else f"memsight: {message}\n")
-        sys.stderr.flush()
+        _say_always(message, recording)
 
 
-def _report_saved(path: Path) -> None:
+def _say_always(message: str, recording: Recording | None = None) -> None:
+    # While the terminal is in raw mode for the target, a line end needs its "\r".
+    raw = (
+        recording is not None and recording.terminal is not None and recording.terminal.relays_input
+    )
+    message = terminal_safe(message)
+    sys.stderr.write(f"memsight: {message}\r\n" if raw else f"memsight: {message}\n")
+    sys.stderr.flush()
+
+
+def _stream_server(serve: str | None, out: Path) -> StreamServer | None:
+    """The server of `--serve [HOST:]PORT`, listening already; None without the option."""
+    if serve is None:
+        return None
+    from memsight.profiler.output_path import output_target
+    from memsight.profiler.remote.server import StreamServer
+    from memsight.profiler.remote.wire import parse_address
+
+    try:
+        host, port = parse_address(serve)
+    except ValueError as exc:
+        raise UsageError(f"--serve: {exc}") from None
+    if not output_target(str(out)).replace:  # a FIFO or a device: nothing to read back
+        raise UsageError("--serve: the profile must be written to a file, which viewers are sent")
+    try:
+        return StreamServer(host, port)
+    except OSError as exc:
+        raise UsageError(f"--serve: cannot listen on {serve}: {exc.strerror or exc}") from None
+
+
+def report_saved(path: Path) -> None:
+    """What `memsight run` says of the profile it saved (and `connect` of its copy)."""
     if not path.is_file():  # a device or a FIFO was written into: there is nothing to read back
         sys.stderr.write(f"memsight: wrote the profile into {terminal_safe(str(path))}\n")
         return

@@ -85,6 +85,8 @@ class Recording:
             stdio, new_session, new_group, subreaper, self.event, self._seen_descendants
         )
         self.live = live
+        # Called after each flush of the file (`memsight run --serve` wakes its viewers).
+        self.after_flush: Callable[[], None] | None = None
         self.writer: ProfileWriter | None = None
         self.status: ExitStatus | None = None
         self.agent_hello: dict[str, Any] | None = None
@@ -143,6 +145,8 @@ class Recording:
                 self.emit(frame)
         if self.writer is not None:
             self.writer.flush()
+        if self.after_flush is not None:
+            self.after_flush()
 
     # -- AgentHandler ---------------------------------------------------------------------------
 

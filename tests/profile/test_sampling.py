@@ -12,7 +12,7 @@ import pytest
 
 from memsight.profiler import protocol
 from memsight.profiler.cli import main
-from memsight.profiler.commands.run import _report_saved
+from memsight.profiler.commands.run import report_saved
 from memsight.profiler.profile.model import Profile
 from memsight.profiler.profile.summary import (
     format_text,
@@ -235,7 +235,7 @@ def test_memsight_report_says_so_in_json_and_text(
     assert main(["report", str(path)]) == 0
     out = capsys.readouterr().out
     assert "  sampling   asked every 1 ms, got 8" in out
-    _report_saved(path)  # what `memsight run` prints once the run is saved
+    report_saved(path)  # what `memsight run` prints once the run is saved
     err = capsys.readouterr().err
     assert "\nmemsight: sampling: asked every 1 ms, got 8" in err
 

@@ -1,0 +1,209 @@
+"""`memsight connect HOST:PORT --token TOKEN`: receive a run served by `memsight run --serve`.
+
+The viewer keeps a local copy of the profile, byte for byte the served stream (a profile),
+from the run's very first sample whenever it joins; a dropped connection is made again and
+the copy goes on where it stopped. When the run ends, the copy is reported as `memsight run`
+reports its own profile, and the command exits with the run's exit status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from memsight.profiler import protocol
+from memsight.profiler.command_line import ArgumentParser, UsageError
+from memsight.profiler.launch.spec import ExitStatus
+from memsight.profiler.profile.header import FILE_HEADER
+from memsight.profiler.profile.storage import ProfileError, compact_profile, load_profile
+from memsight.profiler.remote.client import RETRY_S, Refused, StreamClient, StreamCopy, StreamError
+from memsight.profiler.remote.wire import parse_address
+from memsight.profiler.terminal_text import terminal_safe
+
+TOKEN_ENV = "MEMSIGHT_TOKEN"
+NOT_ENDED = 1  # the exit status when the run's end never arrived
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = ArgumentParser(
+        prog="memsight connect",
+        description=(
+            "Receive a run that `memsight run --serve [HOST:]PORT ...` is recording, from its "
+            "first sample on however late you join, and keep a copy of its profile. Typical "
+            "use, for a run on a remote machine: `ssh -L 8765:127.0.0.1:8765 gpu-box` in one "
+            "terminal, then `memsight connect 127.0.0.1:8765 --token TOKEN` here. A dropped "
+            "connection is made again, and nothing is lost. The app's File > Connect does the "
+            "same with the live view."
+        ),
+        epilog=(
+            "exit status: the run's own exit status once it has ended (as `memsight run`); 2 "
+            "when the server cannot be reached or refuses (a wrong token); 1 when the "
+            "connection was lost for good before the run ended (the copy keeps what came)."
+        ),
+    )
+    parser.add_argument("address", metavar="[HOST:]PORT", help="where the run is served")
+    parser.add_argument(
+        "--token",
+        help=f"the token the server printed (default: ${TOKEN_ENV}, which keeps it out of the "
+        "process list)",
+    )
+    parser.add_argument(
+        "-o",
+        "--out",
+        metavar="PATH",
+        help="the local copy of the profile (default: SCRIPT-YYYYMMDD-HHMMSS.memsight in the "
+        "working directory, SCRIPT being the served run's)",
+    )
+    parser.add_argument(
+        "--retry",
+        metavar="SECONDS",
+        type=float,
+        default=RETRY_S,
+        help=f"how long to keep reconnecting after the connection is lost (default {RETRY_S:g})",
+    )
+    parser.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+    return parser
+
+
+class _CopyNamedByRun:
+    """The sink of the connection: holds the first bytes until the run's first frame (RUN,
+    with the script's name) has come, then writes everything into the copy."""
+
+    def __init__(self, out: Path | None, now: datetime, opened: Callable[[Path], None]) -> None:
+        self.out = out
+        self.now = now
+        self.opened = opened
+        self.copy: StreamCopy | None = None
+        self._held = b""
+
+    def __call__(self, data: bytes) -> None:
+        if self.copy is None:
+            self._held += data
+            run = _first_run_frame(self._held)
+            if run is None:
+                return
+            path = self.out or _default_path(run, self.now)
+            self.copy = StreamCopy(path)
+            self.opened(path)
+            data, self._held = self._held, b""
+        self.copy(data)
+
+    def close(self) -> Path | None:
+        if self.copy is None:
+            return None
+        self.copy.close()
+        return self.copy.path
+
+
+def _first_run_frame(stream: bytes) -> dict[str, Any] | None:
+    reader = protocol.FrameReader(max_payload=protocol.MAX_FILE_PAYLOAD)
+    reader.feed(stream[FILE_HEADER.size :])
+    for kind, payload in reader.frames():
+        base, plain = protocol.unpack_payload(kind, payload)
+        if base == protocol.RUN:
+            run = protocol.decode_json(plain)
+            return run if isinstance(run, dict) else {}
+        return {}  # not a RUN first: name the copy without it
+    return None
+
+
+def _default_path(run: dict[str, Any], now: datetime) -> Path:
+    module, script = run.get("module"), run.get("script")
+    if isinstance(module, str) and module:
+        name = module.rsplit(".", 1)[-1]
+    elif isinstance(script, str) and script:
+        name = Path(script).stem
+    else:
+        name = "remote"
+    stamp = now.strftime("%Y%m%d-%H%M%S")
+    path = Path(f"{name or 'remote'}-{stamp}.memsight")
+    n = 1
+    while path.exists():
+        path = path.with_name(f"{path.stem.rsplit('~', 1)[0]}~{n}{path.suffix}")
+        n += 1
+    return path
+
+
+def cmd_connect(argv: Sequence[str]) -> int:
+    from memsight.profiler.commands.run import report_saved
+
+    options = build_parser().parse_args(list(argv))
+    try:
+        host, port = parse_address(options.address)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    token = options.token or os.environ.get(TOKEN_ENV)
+    if not token:
+        raise UsageError(f"--token is required (or ${TOKEN_ENV}): the server printed it")
+    if not options.retry >= 0:
+        raise UsageError("--retry: a number of seconds, 0 or more")
+
+    def say(line: str) -> None:
+        if not options.quiet:
+            sys.stderr.write(f"memsight: {terminal_safe(line)}\n")
+            sys.stderr.flush()
+
+    client = StreamClient(host, port, token, retry_s=options.retry, say=say)
+    sink = _CopyNamedByRun(
+        Path(options.out) if options.out else None,
+        datetime.now(),
+        lambda path: say(f"receiving {client.address} into {path}"),
+    )
+    failure: list[StreamError] = []
+
+    def receive() -> None:
+        try:
+            client.receive(sink)
+        except StreamError as exc:
+            failure.append(exc)
+
+    # Received in a thread, so that Ctrl+C stops it at once with the copy kept.
+    receiver = threading.Thread(target=receive, name="memsight-connect", daemon=True)
+    interrupted = False
+
+    def on_interrupt(_signum: int, _frame: FrameType | None) -> None:
+        nonlocal interrupted
+        interrupted = True
+        client.stop()
+
+    previous = signal.signal(signal.SIGINT, on_interrupt)
+    try:
+        receiver.start()
+        while receiver.is_alive():
+            receiver.join(timeout=0.5)  # in steps: the main thread must run to take Ctrl+C
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    path = sink.close()
+    # Nothing received, or refused (a wrong token): the one line of a usage error, status 2.
+    if failure and (client.offset == 0 or isinstance(failure[0], Refused)):
+        raise UsageError(f"connect: {failure[0]}")
+    if path is None:
+        raise UsageError(f"connect: {client.address} sent no run")
+    if failure:
+        say(f"{failure[0]}; the copy {path} holds the run up to there")
+    elif interrupted:
+        say(f"stopped receiving; the copy {path} holds the run up to there")
+    if client.ended:
+        # As the recorder does with its own file: large blocks, the same profile, smaller.
+        with contextlib.suppress(ProfileError, OSError, MemoryError, ValueError):
+            compact_profile(path)
+    if not options.quiet:
+        report_saved(path)
+    if interrupted:
+        return 130
+    if not client.ended:
+        return NOT_ENDED
+    try:
+        info = load_profile(path).info
+    except ProfileError:
+        return NOT_ENDED
+    return ExitStatus(info.exit_code, info.signal).shell_code
