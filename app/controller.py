@@ -33,6 +33,9 @@ class PollResult:
 
 
 class RunController:
+    local = True  # the run is a process here: input can be sent, its pid looked at
+    error_title = "The recording failed"
+
     def __init__(self, spec: RunSpec, out_path: Path) -> None:
         self.spec = spec
         self.out_path = out_path

@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
 from memsight import profiler
 from memsight.app import filedialogs
 from memsight.app.compare import CompareController, ComparePanel, same_target
+from memsight.app.connectdialog import ConnectDialog
 from memsight.app.console import ConsoleView
 from memsight.app.contents import ContentsPanel
 from memsight.app.findings import BackgroundDiagnosis, FindingsPanel
@@ -272,6 +273,11 @@ class MainWindow(QMainWindow):
         self.recent_menu.aboutToShow.connect(self._fill_recent)
         file_menu.addAction(self.save_action)
         file_menu.addAction(self.export_action)
+        file_menu.addSeparator()
+        self.connect_action = self._action(
+            "Co&nnect to a Served Run…", "Ctrl+Shift+N", self._choose_served_run
+        )
+        file_menu.addAction(self.connect_action)
         file_menu.addSeparator()
         self.compare_action = self._action(
             "&Compare With…", "Ctrl+Shift+C", self._choose_comparison
@@ -586,7 +592,26 @@ class MainWindow(QMainWindow):
             self.setWindowTitle(window_title(f"memsight — {name}"))
 
     def stop_run(self) -> None:
+        if not self.session.local and self.session.running:
+            self.status.showMessage("Stopped watching; the run goes on where it is served", 10_000)
         self.session.stop()
+
+    def _choose_served_run(self) -> None:
+        if self.session.running:
+            return
+        dialog = ConnectDialog(self.store, self)
+        if dialog.exec() == ConnectDialog.DialogCode.Accepted:
+            self.watch_served_run(dialog.host, dialog.port, dialog.token_text)
+
+    def watch_served_run(self, host: str, port: int, token: str) -> bool:
+        """Show the run served at host:port live, with a copy in the recordings folder."""
+        self._previous = None
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        out = recordings_dir() / f"remote-{host.replace(':', '_')}-{port}-{stamp}.memsight"
+        if not self.session.watch(host, port, token, out):
+            return False
+        self.setWindowTitle(window_title(f"memsight — {host}:{port} (served run)"))
+        return True
 
     def _on_run_started(self, profile: Profile, out: Path) -> None:
         self.setup_panel.set_more_shown(False)  # set up: the room is the timeline's now
@@ -595,10 +620,11 @@ class MainWindow(QMainWindow):
 
     def _set_running(self, running: bool) -> None:
         self.setup_panel.set_running(running)
-        self.console.set_input_open(running)
+        self.console.set_input_open(running and self.session.local)
         self.run_action.setEnabled(not running)
         self.stop_action.setEnabled(running)
         self.open_action.setEnabled(not running)
+        self.connect_action.setEnabled(not running)
         self.timeline.set_running(running)
 
     def _on_samples(self) -> None:

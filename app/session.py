@@ -16,6 +16,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from memsight.app.controller import RunController
 from memsight.app.findings import BackgroundDiagnosis
 from memsight.app.pace import FASTEST_MS, RefreshPace
+from memsight.app.remote import RemoteController
 from memsight.profiler.launch.spec import RunSpec
 from memsight.profiler.launch.stdin_wait import waits_for_stdin
 from memsight.profiler.profile.model import Profile
@@ -49,7 +50,7 @@ class RunSession(QObject):
     def __init__(self, diagnosis: BackgroundDiagnosis, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.diagnosis = diagnosis
-        self.controller: RunController | None = None
+        self.controller: RunController | RemoteController | None = None
         self.frame_ms: list[float] = []  # how long each tick took, its views' redraws included
         self._started_at = 0.0
         self._diagnosed_at = 0.0
@@ -89,6 +90,25 @@ class RunSession(QObject):
         except OSError as exc:
             self.failed.emit("Cannot start the run", f"{spec.python}: {exc.strerror or exc}")
             return False
+        self._begin(controller, out)
+        return True
+
+    def watch(self, host: str, port: int, token: str, out: Path) -> bool:
+        """Watch the run served at host:port, keeping a copy in `out`; a connection that fails
+        ends it (`finished`, then `failed` with the reason)."""
+        if self.running:
+            return False
+        controller = RemoteController(host, port, token, out)
+        controller.start()
+        self._begin(controller, out)
+        return True
+
+    @property
+    def local(self) -> bool:
+        """The run shown is a process of this machine (not one watched over the network)."""
+        return self.controller is None or self.controller.local
+
+    def _begin(self, controller: RunController | RemoteController, out: Path) -> None:
         self.controller = controller
         self._started_at = time.monotonic()
         self._diagnosed_at = self._started_at
@@ -96,7 +116,6 @@ class RunSession(QObject):
         self.pace.restart()
         self.timer.start(self.pace.interval_ms)
         self._tick()  # the recorder's first sample is on screen straight away
-        return True
 
     def stop(self) -> None:
         """End the run's whole process tree (it is reported as finished once it has ended)."""
@@ -136,7 +155,7 @@ class RunSession(QObject):
             self._set_waiting(False)
             self.finished.emit(result.finished)
             if controller.error:
-                self.failed.emit("The recording failed", controller.error)
+                self.failed.emit(controller.error_title, controller.error)
             self._diagnose(controller.profile, final=True)
         else:
             if (
@@ -144,7 +163,7 @@ class RunSession(QObject):
                 and not self.diagnosis.busy
             ):
                 self._diagnose(controller.profile, final=False)
-            if time.monotonic() - self._stdin_looked_at >= STDIN_LOOK_EVERY_S:
+            if controller.local and time.monotonic() - self._stdin_looked_at >= STDIN_LOOK_EVERY_S:
                 self._look_for_a_prompt(controller)
         self.ticked.emit()
         self.frame_ms.append((time.perf_counter() - started) * 1000)
@@ -153,7 +172,7 @@ class RunSession(QObject):
             if interval != self.timer.interval():
                 self.timer.setInterval(interval)
 
-    def _look_for_a_prompt(self, controller: RunController) -> None:
+    def _look_for_a_prompt(self, controller: RunController | RemoteController) -> None:
         self._stdin_looked_at = time.monotonic()
         pid = controller.profile.info.pid
         self._set_waiting(pid is not None and not controller.stopping and waits_for_stdin(pid))

@@ -14,18 +14,21 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
-from memsight.profiler import protocol
 from memsight.profiler.command_line import ArgumentParser, UsageError
 from memsight.profiler.launch.spec import ExitStatus
-from memsight.profiler.profile.header import FILE_HEADER
 from memsight.profiler.profile.storage import ProfileError, compact_profile, load_profile
-from memsight.profiler.remote.client import RETRY_S, Refused, StreamClient, StreamCopy, StreamError
+from memsight.profiler.remote.client import (
+    RETRY_S,
+    CopyNamedByRun,
+    Refused,
+    StreamClient,
+    StreamError,
+)
 from memsight.profiler.remote.wire import parse_address
 from memsight.profiler.terminal_text import terminal_safe
 
@@ -74,65 +77,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-class _CopyNamedByRun:
-    """The sink of the connection: holds the first bytes until the run's first frame (RUN,
-    with the script's name) has come, then writes everything into the copy."""
-
-    def __init__(self, out: Path | None, now: datetime, opened: Callable[[Path], None]) -> None:
-        self.out = out
-        self.now = now
-        self.opened = opened
-        self.copy: StreamCopy | None = None
-        self._held = b""
-
-    def __call__(self, data: bytes) -> None:
-        if self.copy is None:
-            self._held += data
-            run = _first_run_frame(self._held)
-            if run is None:
-                return
-            path = self.out or _default_path(run, self.now)
-            self.copy = StreamCopy(path)
-            self.opened(path)
-            data, self._held = self._held, b""
-        self.copy(data)
-
-    def close(self) -> Path | None:
-        if self.copy is None:
-            return None
-        self.copy.close()
-        return self.copy.path
-
-
-def _first_run_frame(stream: bytes) -> dict[str, Any] | None:
-    reader = protocol.FrameReader(max_payload=protocol.MAX_FILE_PAYLOAD)
-    reader.feed(stream[FILE_HEADER.size :])
-    for kind, payload in reader.frames():
-        base, plain = protocol.unpack_payload(kind, payload)
-        if base == protocol.RUN:
-            run = protocol.decode_json(plain)
-            return run if isinstance(run, dict) else {}
-        return {}  # not a RUN first: name the copy without it
-    return None
-
-
-def _default_path(run: dict[str, Any], now: datetime) -> Path:
-    module, script = run.get("module"), run.get("script")
-    if isinstance(module, str) and module:
-        name = module.rsplit(".", 1)[-1]
-    elif isinstance(script, str) and script:
-        name = Path(script).stem
-    else:
-        name = "remote"
-    stamp = now.strftime("%Y%m%d-%H%M%S")
-    path = Path(f"{name or 'remote'}-{stamp}.memsight")
-    n = 1
-    while path.exists():
-        path = path.with_name(f"{path.stem.rsplit('~', 1)[0]}~{n}{path.suffix}")
-        n += 1
-    return path
-
-
 def cmd_connect(argv: Sequence[str]) -> int:
     from memsight.profiler.commands.run import report_saved
 
@@ -153,8 +97,9 @@ def cmd_connect(argv: Sequence[str]) -> int:
             sys.stderr.flush()
 
     client = StreamClient(host, port, token, retry_s=options.retry, say=say)
-    sink = _CopyNamedByRun(
+    sink = CopyNamedByRun(
         Path(options.out) if options.out else None,
+        Path.cwd(),
         datetime.now(),
         lambda path: say(f"receiving {client.address} into {path}"),
     )

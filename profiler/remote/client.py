@@ -14,8 +14,11 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
+from memsight.profiler import protocol
 from memsight.profiler.profile.header import FILE_HEADER
 from memsight.profiler.profile.live import LiveProfile
 from memsight.profiler.remote import wire
@@ -185,3 +188,73 @@ class StreamCopy:
                 os.fsync(self._fd)
             os.close(self._fd)
             self._fd = None
+
+
+class CopyNamedByRun:
+    """A sink that names its copy after the served run: it holds the first bytes until the
+    run's first frame (RUN, with the script's name) has come, then writes everything into
+    `out`, or into SCRIPT-YYYYMMDD-HHMMSS.memsight in `folder` (`~1`, `~2`… when taken), and
+    into `live` when given. `opened(path)` is called once the copy's name is known."""
+
+    def __init__(
+        self,
+        out: Path | None,
+        folder: Path,
+        now: datetime,
+        opened: Callable[[Path], None],
+        live: LiveProfile | None = None,
+    ) -> None:
+        self.out = out
+        self.folder = folder
+        self.now = now
+        self.opened = opened
+        self.live = live
+        self.copy: StreamCopy | None = None
+        self._held = b""
+
+    def __call__(self, data: bytes) -> None:
+        if self.copy is None:
+            self._held += data
+            run = _first_run_frame(self._held)
+            if run is None:
+                return
+            path = self.out or _default_path(self.folder, run, self.now)
+            self.copy = StreamCopy(path, self.live)
+            self.opened(path)
+            data, self._held = self._held, b""
+        self.copy(data)
+
+    def close(self) -> Path | None:
+        if self.copy is None:
+            return None
+        self.copy.close()
+        return self.copy.path
+
+
+def _first_run_frame(stream: bytes) -> dict[str, Any] | None:
+    reader = protocol.FrameReader(max_payload=protocol.MAX_FILE_PAYLOAD)
+    reader.feed(stream[FILE_HEADER.size :])
+    for kind, payload in reader.frames():
+        base, plain = protocol.unpack_payload(kind, payload)
+        if base == protocol.RUN:
+            run = protocol.decode_json(plain)
+            return run if isinstance(run, dict) else {}
+        return {}  # not a RUN first: name the copy without it
+    return None
+
+
+def _default_path(folder: Path, run: dict[str, Any], now: datetime) -> Path:
+    module, script = run.get("module"), run.get("script")
+    if isinstance(module, str) and module:
+        name = module.rsplit(".", 1)[-1]
+    elif isinstance(script, str) and script:
+        name = Path(script).stem
+    else:
+        name = "remote"
+    stamp = now.strftime("%Y%m%d-%H%M%S")
+    path = folder / f"{name or 'remote'}-{stamp}.memsight"
+    n = 1
+    while path.exists():
+        path = path.with_name(f"{path.stem.rsplit('~', 1)[0]}~{n}{path.suffix}")
+        n += 1
+    return path
