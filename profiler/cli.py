@@ -9,6 +9,7 @@ memsight export PROFILE --memory-viz OUT.pickle      a CUDA memory snapshot for 
 memsight compare BEFORE AFTER                        what a change did
 memsight merge NODE.memsight... -o JOB.memsight      one job profile from a job's nodes
 memsight connect [HOST:]PORT --token TOKEN           a run served by `run --serve`, live
+memsight attach PID [--duration S] [--no-inject]     record a Python process already running
 """
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ usage:
   memsight merge NODE.memsight... -o JOB.memsight
                                            one job profile from the profiles each node of a
                                            multi-node job wrote, on one clock
+  memsight attach PID [-o PATH] [--duration SECONDS] [--no-inject]
+                                           record a Python process that is already running
+                                           (and its workers), then detach and leave it as
+                                           it was
   memsight connect [HOST:]PORT --token TOKEN [-o COPY.memsight]
                                            receive a run that `memsight run --serve PORT`
                                            records (here or through ssh -L), with a copy of
@@ -73,6 +78,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from memsight.profiler.commands.compare import cmd_compare
 
             return cmd_compare(args[1:])
+        if args[:1] == ["attach"]:
+            from memsight.profiler.commands.attach import cmd_attach
+
+            return cmd_attach(args[1:])
         if args[:1] == ["connect"]:
             from memsight.profiler.commands.connect import cmd_connect
 

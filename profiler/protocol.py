@@ -22,6 +22,9 @@ PROTOCOL_VERSION = 1
 # The environment variable that carries the agent's connection details into the target; the
 # agent removes it before the target's code runs.
 AGENT_ENV = "MEMSIGHT_AGENT"
+# The one byte the recorder ever writes to an agent's connection, and only to an agent it
+# attached to a running process (`memsight attach`): take every hook out and leave.
+DETACH = b"D"
 
 # A child process's role, as the recorder writes it in child_started / child_role events.
 CHILD_ROLE_DATALOADER_WORKER = "dataloader-worker"

@@ -93,6 +93,11 @@ class Agent(Outbox):
         self._dist_known = False  # torch.distributed's rank was reported (dist_init)
         self._dist_next = 0.0
         self._ended = False  # script_end was sent
+        # Attached to a running process (agent/attach.py): the recorder may ask it to leave,
+        # and it leaves nothing behind (detach()).
+        self.attached = False
+        self.detached = False
+        self._monitoring_tool: Optional[int] = None
         self._uncaught_reported = False
         self._process_failed = False  # a multiprocessing.Process' target raised (agent/ends.py)
         # The allocator's history, snapshots and block list (agent/snapshots.py).
@@ -367,6 +372,7 @@ class Agent(Outbox):
                 continue  # taken by another tool (a debugger, coverage)
             monitoring.register_callback(tool, monitoring.events.RAISE, self._on_raise)
             monitoring.set_events(tool, monitoring.events.RAISE)
+            self._monitoring_tool = tool
             return
 
     def _on_raise(self, code: Any, offset: int, exc: BaseException) -> None:
@@ -424,6 +430,9 @@ class Agent(Outbox):
     def _loop(self) -> None:
         next_flush = time.monotonic() + FLUSH_S
         while not self._stop.is_set():
+            if self.attached and self._asked_to_leave():
+                self.detach()
+                return
             self._sample_once()
             now = time.monotonic()
             if now >= next_flush:
@@ -434,6 +443,67 @@ class Agent(Outbox):
             if self._heap is not None:
                 wait = min(wait, max(0.0, self._heap.next_at - time.monotonic()))
             self._stop.wait(wait)
+
+    def _asked_to_leave(self) -> bool:
+        """Attached: the recorder wrote DETACH (or closed the connection: it is gone)."""
+        import select
+
+        try:
+            readable, _, _ = select.select([self._sock], [], [], 0)
+            return bool(readable) and self._sock.recv(1) in (protocol.DETACH, b"")
+        except (OSError, ValueError):
+            return True
+
+    def start_attached(self) -> None:
+        """Start in a process that was running before (agent/attach.py): the hooks, the
+        monitoring and the thread, each undone by detach(). Not the parts that cannot be taken
+        back out cleanly (os._exit, the wait functions, threading's exit callbacks, the
+        environment of children): the recorder sees the end of the process from outside."""
+        self.attached = True
+        if self.hooks and "torch" in sys.modules:
+            self._torch_imported(sys.modules["torch"])
+        elif self.hooks:
+            from .imports import TorchImportWatcher
+
+            self._watcher = TorchImportWatcher(self._torch_imported)
+            self._watcher.install()
+        if self.hooks:
+            self._start_monitoring()
+        assert self._thread is not None
+        self._thread.start()
+        import atexit
+
+        atexit.register(self._at_exit)
+
+    def detach(self) -> None:
+        """Take every hook out and leave: the program goes on as it was before the attach."""
+        if self.detached:
+            return
+        self.detached = True
+        import atexit
+
+        atexit.unregister(self._at_exit)
+        with contextlib.suppress(Exception):
+            if self._watcher is not None:
+                self._watcher.uninstall()
+        with contextlib.suppress(Exception):
+            if self.instrumentation is not None:
+                self.instrumentation.uninstall()
+        self.instrumentation = None
+        monitoring = getattr(sys, "monitoring", None)
+        if monitoring is not None and self._monitoring_tool is not None:
+            with contextlib.suppress(Exception):
+                monitoring.set_events(self._monitoring_tool, 0)
+                monitoring.register_callback(self._monitoring_tool, monitoring.events.RAISE, None)
+                monitoring.free_tool_id(self._monitoring_tool)
+            self._monitoring_tool = None
+        self._stop.set()
+        self.close()
+        # The agent's modules, loaded under their private name for the attach: gone too.
+        root = __name__.split(".")[0]
+        if root.startswith("_memsight"):
+            for name in [n for n in sys.modules if n == root or n.startswith(root + ".")]:
+                del sys.modules[name]
 
     def _sample_once(self) -> None:
         try:
@@ -563,6 +633,8 @@ class Agent(Outbox):
         CUDA is touched (a fork child cannot use the parent's context). Without a recorder
         to reach, it carries on unobserved, as before.
         """
+        if self.detached:
+            return  # os.register_at_fork cannot be undone: a detached agent does nothing here
         started = time.monotonic_ns()
         self._closed = True
         self._lock = threading.Lock()

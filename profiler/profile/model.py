@@ -150,6 +150,12 @@ class RunInfo:
     signal: int | None = None
     end_t: float | None = None
     hooks: bool = True
+    # `memsight attach`: the recording began with the process already running, at
+    # `attached_at` (wall clock, ISO 8601); what it did before was not seen. `detached`: the
+    # recording ended with the process still running (Ctrl+C, --duration).
+    attached: bool = False
+    attached_at: str | None = None
+    detached: bool = False
 
     @property
     def target(self) -> str:
@@ -159,7 +165,22 @@ class RunInfo:
 
     @property
     def ended_by(self) -> str:
+        if self.attached and self.exit_code is None and self.signal is None:
+            if self.detached:
+                return "detached; the process went on"
+            if self.end_t is not None:  # not the process' child: its status was its parent's
+                return "the process exited (its exit status is not known to an attach)"
         return ended_by(self.exit_code, self.signal, "unknown (recording cut off)")
+
+    @property
+    def not_seen_text(self) -> str | None:
+        """For a recording attached to a running process: that its earlier part was not seen."""
+        if not self.attached:
+            return None
+        return (
+            f"attached to pid {self.pid} at {(self.attached_at or '?').replace('T', ' ')}: "
+            "what the process did before was not seen"
+        )
 
 
 @dataclass(frozen=True)

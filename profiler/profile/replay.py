@@ -60,6 +60,7 @@ _SPECIAL_EVENTS = frozenset(
         "child_reaped",
         "os_exit",
         "agent_disconnected",
+        "detached",
     }
 )
 
@@ -323,6 +324,8 @@ class ProfileBuilder:
         info.ram_total_bytes = _opt_int(obj.get("ram_total_bytes"))
         info.memory_limit_bytes = _opt_int(obj.get("memory_limit_bytes"))
         info.hooks = bool(obj.get("hooks", True))
+        info.attached = obj.get("attached") is True
+        info.attached_at = _opt_str(obj.get("attached_at"))
         info.ram_budget_bytes = _opt_int(obj.get("ram_budget_bytes"))
         t0 = _opt_int(obj.get("t0_ns"))
         if t0 is not None and self._t0 is None:
@@ -443,6 +446,9 @@ class ProfileBuilder:
             name_id, name = _opt_int(data.get("id")), data.get("name")
             if name_id is not None and isinstance(name, str):
                 profile.names[name_id] = name
+        elif kind == "detached" and profile is self.profile:
+            info.detached = True
+            info.end_t = event.t  # the recording's end; the process went on
         elif kind == "warning":
             message = _str(data.get("message"))
             if message:

@@ -321,6 +321,8 @@ def to_json(profile: Profile, findings: list[dict[str, Any]] | None = None) -> d
             "samples_per_second": _rounded(pace.samples_per_second, 2),
             "longest_gap_ms": _rounded(pace.longest_gap_ms, 3),
             "sampling_behind": pace.behind,
+            "attached": info.attached,
+            "attached_at": info.attached_at,
         },
         "peaks": {
             "ram_bytes": value(s.ram),
@@ -394,6 +396,7 @@ def format_text(profile: Profile, name: str) -> str:
         + (f" ({', '.join(v for v in versions if v)})" if any(versions) else ""),
         f"  duration   {format_duration(s.duration_s)}",
         f"  ended      {info.ended_by}",
+        *([f"  attached   {one(info.not_seen_text)}"] if info.not_seen_text else []),
         *sampling,
         "",
         "Peaks",

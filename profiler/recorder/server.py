@@ -45,6 +45,7 @@ RECORDER_EVENTS = frozenset(
         "process",
         "agent_disconnected",
         "child_command",
+        "detached",
     }
 )
 RECORDER_TABLES = frozenset({"ram", "children", "nvml"})
@@ -95,6 +96,13 @@ class AgentServer(threading.Thread):
         self._halt = threading.Event()
         self._conns: dict[socket.socket, _Connection] = {}
         self._closing = False
+
+    def ask_agents_to_detach(self) -> None:
+        """The one thing ever written to an agent (attached ones only): protocol.DETACH. Each
+        agent takes its hooks out, sends what it holds and closes its connection."""
+        for conn in list(self._agents.values()):
+            with contextlib.suppress(OSError):
+                conn.sock.send(protocol.DETACH)
 
     def close(self) -> None:
         self._halt.set()

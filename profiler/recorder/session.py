@@ -31,6 +31,7 @@ from memsight.profiler.profile.writer import ProfileWriter
 from memsight.profiler.protocol import CHILD_TABLE, NVML_TABLE, RAM_TABLE, TableSchema
 from memsight.profiler.recorder import nvml as nvml_mod
 from memsight.profiler.recorder import proctree
+from memsight.profiler.recorder.attached import AttachedTarget
 from memsight.profiler.recorder.blocks import TableBuffer
 from memsight.profiler.recorder.output import OutputPump
 from memsight.profiler.recorder.sampler import HostSampler, TreeWatcher
@@ -81,7 +82,7 @@ class Recording:
         (for a process that records one run: `memsight run`, the app's recording process)."""
         self.spec = spec
         self.out_path = Path(out_path)
-        self.target = Target(
+        self.target: Target | AttachedTarget = Target(
             stdio, new_session, new_group, subreaper, self.event, self._seen_descendants
         )
         self.live = live
@@ -255,12 +256,14 @@ class Recording:
             os.environ,
             snapshot_dir=self.snapshots.folder if self.snapshots is not None else None,
         )
-        streams = self.target.open_streams()
-        self.target.become_subreaper()
+        target = self.target
+        assert isinstance(target, Target)
+        streams = target.open_streams()
+        target.become_subreaper()
         t0 = time.monotonic_ns()
         start_time = datetime.now(timezone.utc).astimezone().isoformat(timespec="milliseconds")
         try:
-            pid = self.target.launch(plan, streams)
+            pid = target.launch(plan, streams)
         except OSError:
             self.writer.close()
             with contextlib.suppress(OSError):
@@ -269,6 +272,49 @@ class Recording:
             if self.snapshots is not None:
                 self.snapshots.finish()
             raise
+        self._begin(pid, t0, start_time, streams.unrecorded, streams.pumped)
+
+    def attach(self, pid: int) -> None:
+        """Record `pid`, a process that runs already (`memsight attach`), from outside at once:
+        its memory and its tree's. Its agent joins when the caller has made it start one
+        (recorder/inject.py) with `agent_config()`. The recording ends when the process exits
+        or detach() is called."""
+        self.target = AttachedTarget(pid)
+        self.writer = ProfileWriter(self.out_path, warn=_warn_on_stderr)
+        self.server = AgentServer(secrets.token_urlsafe(32), self)
+        t0 = time.monotonic_ns()
+        start_time = datetime.now(timezone.utc).astimezone().isoformat(timespec="milliseconds")
+        self._begin(pid, t0, start_time, [], [], attached_at=start_time)
+
+    def agent_config(self) -> dict[str, Any]:
+        """What an agent started in an attached process needs to reach this recording."""
+        assert self.server is not None
+        return {
+            "host": self.server.host,
+            "port": self.server.port,
+            "token": self.server.token,
+            "interval_ms": self.spec.interval_ms,
+            "hooks": self.spec.hooks,
+            "census": self.spec.census if self.spec.hooks else "never",
+        }
+
+    def detach(self) -> None:
+        """End an attached recording; the process goes on (its agent takes its hooks out)."""
+        if isinstance(self.target, AttachedTarget):
+            self.target.detach()
+
+    def _begin(
+        self,
+        pid: int,
+        t0: int,
+        start_time: str,
+        unrecorded: list[str],
+        pumped: list[tuple[Any, int, int | None]],
+        attached_at: str | None = None,
+    ) -> None:
+        """The RUN frame, the samplers and the flushing: a launched run and an attached one."""
+        spec = self.spec
+        assert self.server is not None
         total, _ = proctree.SystemMemoryReader().read()
         self.emit(
             protocol.encode_json_frame(
@@ -292,6 +338,7 @@ class Recording:
                     "ram_budget_bytes": spec.ram_budget_bytes,
                     "census": spec.census if spec.hooks else "never",
                     "cuda_history": spec.cuda_history,
+                    **({"attached": True, "attached_at": attached_at} if attached_at else {}),
                 },
             )
         )
@@ -304,13 +351,13 @@ class Recording:
         self.server.start()
         self.tree.start()
         self.sampler.start()
-        if streams.unrecorded:
+        if unrecorded:
             self.event(
                 "output_not_recorded",
-                streams=streams.unrecorded,
+                streams=unrecorded,
                 reason="written by the target directly to a file or pipe",
             )
-        for channel, stream, passthrough_fd in streams.pumped:
+        for channel, stream, passthrough_fd in pumped:
             pump = OutputPump(
                 channel,
                 stream,
@@ -388,7 +435,7 @@ class Recording:
         return self.target.poll()
 
     def wait(self) -> ExitStatus:
-        """Wait for the target to exit, then finish the file."""
+        """Wait for the target to exit (or, attached, for a detach), then finish the file."""
         self.finish(self.target.wait())
         assert self.status is not None
         return self.status
@@ -410,17 +457,24 @@ class Recording:
         """SIGKILL the target and every descendant it has, including orphaned workers."""
         self.target.kill_tree(known)
 
-    def finish(self, returncode: int) -> None:
+    def finish(self, returncode: int | None) -> None:
+        """`returncode` None: an attached process, whose status is not known here."""
         if self._finished.is_set():
             return
         self._finished.set()
-        self.status = (
-            ExitStatus(None, -returncode) if returncode < 0 else ExitStatus(returncode, None)
-        )
+        if returncode is None:
+            self.status = ExitStatus(None, None)
+        else:
+            self.status = (
+                ExitStatus(None, -returncode) if returncode < 0 else ExitStatus(returncode, None)
+            )
         exited = time.monotonic_ns()
         assert self.server is not None and self.sampler is not None and self.tree is not None
+        detached = isinstance(self.target, AttachedTarget) and not self.target.exited
         self.sampler.stop()
         self.tree.stop()
+        if detached:
+            self.server.ask_agents_to_detach()  # each takes its hooks out, then disconnects
         if self.server.connected.is_set():
             self.server.agent_gone.wait(AGENT_LINGER_S)
         for pump in self._pumps:
@@ -440,7 +494,10 @@ class Recording:
         self._stop_flush.set()
         for thread in self._threads:
             thread.join(timeout=2.0)
-        self.event("exit", t=exited, exit_code=self.status.exit_code, signal=self.status.signal)
+        if detached:
+            self.event("detached", t=exited)
+        else:
+            self.event("exit", t=exited, exit_code=self.status.exit_code, signal=self.status.signal)
         self.target.end_orphans()
         for ident in self.tree.final_check():
             self.event(

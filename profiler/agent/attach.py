@@ -1,0 +1,37 @@
+"""Start the agent in a process that was running before memsight (`memsight attach`).
+
+The attacher makes the target's main thread run a small loader (recorder/inject.py writes it)
+at its next safe point, with the interpreter's lock held: Python 3.14's sys.remote_exec, or a
+debugger that queues a pending call. The loader imports this package under its private name,
+as the start-up entry does, and calls attach() with the recorder's address and token.
+
+Nothing of the target changes but what detach() takes back out: the hooks and wrappers, the
+sys.monitoring callback, an atexit handler, and the agent's thread. The parts of a launched
+agent that cannot be removed cleanly are left out: the os._exit and wait wrappers, threading's
+exit callbacks and the environment of the children it starts (its children are recorded from
+outside, by their memory). Standard library only, like the rest of the agent.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Optional
+
+from .client import Agent
+
+PRIVATE_NAME = "_memsight_profiler"
+
+
+def attach(config_json: str) -> Optional[Any]:
+    """Connect to the recorder named in `config_json` and start recording; the Agent."""
+    config = json.loads(config_json)
+    agent = Agent(
+        host=str(config.get("host", "127.0.0.1")),
+        port=int(config["port"]),
+        token=str(config["token"]),
+        interval_s=max(float(config.get("interval_ms", 10)) / 1000.0, 0.0005),
+        hooks=bool(config.get("hooks", True)),
+        census=str(config.get("census", "auto")),
+    )
+    agent.start_attached()
+    return agent

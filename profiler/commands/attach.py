@@ -1,0 +1,248 @@
+"""`memsight attach PID`: record a Python process that is already running, and its tree.
+
+From outside at once (RAM, USS, children, GPU memory through NVML once its agent says CUDA
+is in use), and, unless --no-inject, through the agent started inside it (iterations,
+censuses, holders and lines, as under `memsight run`). The recording ends at Ctrl+C, at
+--duration, or when the process exits; the agent then takes every hook out and the process
+goes on as before. The report follows, as `memsight run` prints it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from memsight.profiler.command_line import ArgumentParser, UsageError
+from memsight.profiler.launch.preflight import InvalidSetting, census_from_text, interval_from_text
+from memsight.profiler.launch.spec import DEFAULT_INTERVAL_MS, RunSpec, default_profile_name
+from memsight.profiler.terminal_text import terminal_safe
+from memsight.profiler.typed_values import number_between
+
+if TYPE_CHECKING:
+    from memsight.profiler.recorder.session import Recording
+
+AGENT_WAIT_S = 15.0  # how long the attach waits for the agent's hello before saying so
+MAX_DURATION_S = 366 * 24 * 3600.0
+_PYTHON_EXE = re.compile(r"python[0-9.]*[a-z]?$")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = ArgumentParser(
+        prog="memsight attach",
+        description=(
+            "Record a Python process that is already running, and every process it starts, "
+            "with no restart: its memory from outside at once, and, through memsight's agent "
+            "started inside it (Python 3.14's sys.remote_exec, else gdb), its iterations, "
+            "censuses and the lines that hold memory, as under `memsight run`. The recording "
+            "ends at Ctrl+C, at --duration or when the process exits; the agent then takes "
+            "every hook out, and the process goes on exactly as before."
+        ),
+        epilog=(
+            "exit status: 0 once the profile is saved; 2 for a usage error (one line): no such "
+            "process, not a Python process, ptrace not permitted, the process exiting during "
+            "the attach. Where no way in exists (no gdb before Python 3.14), memsight records "
+            "from outside only and says so."
+        ),
+    )
+    parser.add_argument("pid", metavar="PID", help="the process to record")
+    parser.add_argument(
+        "-o",
+        "--out",
+        metavar="PATH",
+        help="profile file to write (default: SCRIPT-YYYYMMDD-HHMMSS.memsight in the working "
+        "directory, SCRIPT being the process' own)",
+    )
+    parser.add_argument(
+        "--duration",
+        metavar="SECONDS",
+        help="detach after this many seconds (default: at Ctrl+C or when the process exits)",
+    )
+    parser.add_argument(
+        "--no-inject",
+        action="store_true",
+        help="record from outside only: start no agent in the process (no debugger is used)",
+    )
+    parser.add_argument(
+        "--interval-ms", metavar="N", help="sampling interval in milliseconds (default 10)"
+    )
+    parser.add_argument(
+        "--census",
+        metavar="WHEN",
+        default="auto",
+        help="censuses of live tensors, as for `memsight run` (default: auto)",
+    )
+    parser.add_argument(
+        "-q", "--quiet", action="store_true", help="print nothing of memsight's own"
+    )
+    return parser
+
+
+def python_process(pid: int) -> tuple[str, list[str], str]:
+    """(interpreter, argv, working directory) of a running Python process; UsageError with
+    the reason when there is no such process, it is not Python, or it cannot be read."""
+    proc = Path(f"/proc/{pid}")
+    if not proc.is_dir():
+        raise UsageError(f"no process with pid {pid}")
+    try:
+        exe = os.readlink(proc / "exe")
+        argv = [a.decode(errors="replace") for a in (proc / "cmdline").read_bytes().split(b"\0")]
+        cwd = os.readlink(proc / "cwd")
+        maps = (proc / "maps").read_text(errors="replace")
+    except FileNotFoundError:
+        raise UsageError(f"pid {pid} exited during the attach") from None
+    except PermissionError:
+        raise UsageError(
+            f"pid {pid} is another user's process: memsight attaches as its owner (or root)"
+        ) from None
+    except OSError as exc:
+        raise UsageError(f"cannot read pid {pid}: {exc.strerror or exc}") from None
+    argv = argv[:-1] if argv and argv[-1] == "" else argv
+    if not (_PYTHON_EXE.search(os.path.basename(exe)) or "libpython" in maps):
+        raise UsageError(f"pid {pid} ({os.path.basename(exe)}) is not a Python process")
+    return exe, argv, cwd
+
+
+def spec_of(exe: str, argv: list[str], cwd: str, options: argparse.Namespace) -> RunSpec:
+    """The attached process as a run: its script (or -m module) and arguments."""
+    try:
+        interval_ms = (
+            DEFAULT_INTERVAL_MS
+            if options.interval_ms is None
+            else interval_from_text(options.interval_ms)
+        )
+        census = census_from_text(options.census)
+    except InvalidSetting as exc:
+        raise UsageError(exc.problem.message) from None
+    target, args, module = (argv[0] if argv else exe), argv[1:], False
+    rest = argv[1:]
+    while rest and rest[0].startswith("-") and rest[0] not in ("-m", "-c", "-"):
+        rest = rest[1:]  # interpreter options (-u, -X dev, ...) before the script
+    if rest[:1] == ["-m"] and len(rest) > 1:
+        target, args, module = rest[1], rest[2:], True
+    elif rest and rest[0] not in ("-c", "-"):
+        target, args = rest[0], rest[1:]
+    return RunSpec(
+        target=target,
+        args=tuple(args),
+        module=module,
+        cwd=cwd,
+        python=exe,
+        interval_ms=interval_ms,
+        hooks=not options.no_inject,
+        census=census,
+    )
+
+
+def cmd_attach(argv: Sequence[str]) -> int:
+    from memsight.profiler.commands.run import report_saved
+    from memsight.profiler.recorder import inject
+    from memsight.profiler.recorder.attached import AttachedTarget
+    from memsight.profiler.recorder.session import Recording
+
+    options = build_parser().parse_args(list(argv))
+    if not options.pid.isdigit() or int(options.pid) <= 0:
+        raise UsageError(f"PID: {options.pid!r} is not a process id")
+    pid = int(options.pid)
+    if pid == os.getpid():
+        raise UsageError("memsight cannot attach to itself")
+    duration = None
+    if options.duration is not None:
+        try:
+            duration = number_between(
+                options.duration, 0.001, MAX_DURATION_S, "a number of seconds"
+            )
+        except ValueError as exc:
+            raise UsageError(f"--duration: {exc}") from None
+    exe, process_argv, cwd = python_process(pid)
+    spec = spec_of(exe, process_argv, cwd, options)
+    out = Path(options.out) if options.out else _free_path(Path(default_profile_name(spec)))
+
+    def say(message: str) -> None:
+        if not options.quiet:
+            sys.stderr.write(f"memsight: {terminal_safe(message)}\n")
+            sys.stderr.flush()
+
+    def warn(message: str) -> None:  # said even with -q: the profile holds less than asked
+        sys.stderr.write(f"memsight: warning: {terminal_safe(message)}\n")
+        sys.stderr.flush()
+
+    recording = Recording(spec, out)
+    try:
+        recording.attach(pid)
+    except OSError as exc:
+        raise UsageError(f"cannot record into {out}: {exc.strerror or exc}") from None
+    previous = {
+        sig: signal.signal(sig, lambda _s, _f: recording.detach())
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    }
+    loader = None
+    try:
+        say(f"attached to pid {pid} ({spec.target}); recording into {out}")
+        if not options.no_inject:
+            loader = inject.write_loader(recording.agent_config())
+            try:
+                way = inject.inject(pid, loader, inject.python_version(pid))
+            except inject.NotPermitted as exc:
+                _give_up(recording, out)
+                raise UsageError(
+                    f"cannot start the agent in pid {pid}: {exc}; --no-inject records its "
+                    "memory from outside only"
+                ) from None
+            except inject.InjectError as exc:
+                if not recording.target.poll():
+                    _give_up(recording, out)
+                    raise UsageError(f"pid {pid} exited during the attach") from None
+                warn(f"cannot start the agent in pid {pid}: {exc}; recording from outside only")
+            else:
+                assert recording.server is not None
+                if recording.server.connected.wait(AGENT_WAIT_S):
+                    say(f"the agent is running in pid {pid} (started through {way})")
+                elif loader.failure():
+                    warn(f"the agent failed in pid {pid}: {loader.failure()}; recording from "
+                         "outside only")  # fmt: skip
+                elif recording.target.poll():
+                    warn(
+                        f"pid {pid} has not run Python code in its main thread for "
+                        f"{AGENT_WAIT_S:g} s (a long call in C, or a wait); its agent starts "
+                        "when it does"
+                    )
+        say("Ctrl+C detaches" + (f"; detaching after {duration:g} s" if duration else ""))
+        if duration is not None:
+            timer = threading.Timer(duration, recording.detach)
+            timer.daemon = True
+            timer.start()
+        recording.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if loader is not None:
+            loader.remove()
+    exited = isinstance(recording.target, AttachedTarget) and recording.target.exited
+    say("the process exited" if exited else f"detached; pid {pid} goes on")
+    if not options.quiet:
+        report_saved(out)
+    return 0
+
+
+def _give_up(recording: Recording, out: Path) -> None:
+    """End a recording that the attach cannot go on with, and leave no file of it."""
+    recording.detach()
+    recording.wait()
+    with contextlib.suppress(OSError):
+        out.unlink()
+
+
+def _free_path(path: Path) -> Path:
+    n = 1
+    while path.exists():
+        path = path.with_name(f"{path.stem.rsplit('~', 1)[0]}~{n}{path.suffix}")
+        n += 1
+    return path

@@ -1,0 +1,191 @@
+"""`memsight attach` on real running processes: a training loop recorded through its agent and
+left running exactly as before, the outside-only mode, and the errors a user can meet."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from memsight.profiler.profile.storage import load_profile
+from tests.load import deadline
+from tests.support import child_env, memsight_command, one_line, run_cli, wait_until, write_script
+
+pytestmark = pytest.mark.slow  # real processes, a debugger
+
+# A training loop with a leak (outputs kept with their graphs), one line per step, that runs
+# until a file says stop (or STEPS steps). At its end it says whether anything of memsight
+# is left in it: hooks, wrappers, modules, the monitoring tool.
+TRAIN = """\
+import os, sys, time
+import torch
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(128, 64), torch.randn(128, 1)
+kept = []
+train_before = torch.nn.Module.train
+limit = int(os.environ.get("STEPS", "0"))
+print("ready", flush=True)
+step = 0
+while (step < limit) if limit else not os.path.exists("stop"):
+    out = model(x)
+    loss = ((out - y) ** 2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    kept.append(model(x))  # the leak: an output and its graph, every step
+    print(step, f"{loss.item():.6f}", flush=True)
+    step += 1
+    time.sleep(0.005)
+from torch.optim import optimizer
+left = [
+    len(optimizer._global_optimizer_pre_hooks) + len(optimizer._global_optimizer_post_hooks),
+    torch.nn.Module.train is train_before,
+    any(name.startswith("_memsight") for name in sys.modules),
+]
+monitoring = getattr(sys, "monitoring", None)
+if monitoring is not None:
+    left.append([monitoring.get_tool(i) for i in range(6)])
+print("left", left, flush=True)
+"""
+
+needs_gdb = pytest.mark.skipif(
+    shutil.which("gdb") is None and sys.version_info < (3, 14),
+    reason="gdb is not installed: before Python 3.14 it is memsight's way into a running process",
+)
+
+
+@pytest.fixture
+def training(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
+    write_script(tmp_path, "train.py", TRAIN)
+    process = subprocess.Popen(
+        [sys.executable, "train.py"],
+        cwd=tmp_path,
+        env=child_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    assert process.stdout.readline() == "ready\n"
+    yield process
+    (tmp_path / "stop").write_text("")
+    process.kill()
+    process.communicate()
+
+
+def attach(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        memsight_command("attach", *args),
+        cwd=folder,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=deadline(180),
+        stdin=subprocess.DEVNULL,
+    )
+
+
+@needs_gdb
+def test_a_running_training_is_recorded_through_its_agent_and_goes_on_unchanged(
+    tmp_path: Path, training: subprocess.Popen[str]
+) -> None:
+    done = attach(tmp_path, str(training.pid), "--duration", "6", "-o", "att.memsight")
+    assert done.returncode == 0, done.stderr
+    assert "the agent is running" in done.stderr and "detached" in done.stderr
+    assert training.poll() is None  # detached: it goes on
+    profile = load_profile(tmp_path / "att.memsight")
+    assert profile.info.attached and profile.info.detached
+    assert profile.info.pid == training.pid
+    assert any(e.type == "agent_connected" for e in profile.events)
+    # Iterations, censuses and holders, as under `memsight run`.
+    report = json.loads(run_cli("report", "att.memsight", "--json", cwd=tmp_path).stdout)
+    assert report["run"]["attached"] is True and report["run"]["attached_at"]
+    assert report["run"]["iterations"] > 50
+    holders = {
+        h["name"] for e in profile.events if e.type == "census" for h in e.data["census"]["holders"]
+    }
+    assert "kept" in holders
+    text = run_cli("report", "att.memsight", cwd=tmp_path).stdout
+    assert "what the process did before was not seen" in text
+    # Let it finish: its output is the output of a run nobody attached to, step for step,
+    # and nothing of memsight is left in it.
+    (tmp_path / "stop").write_text("")
+    out, err = training.communicate(timeout=deadline(60))
+    assert training.returncode == 0, err
+    steps = len(out.splitlines()) - 1
+    reference = subprocess.run(
+        [sys.executable, "train.py"],
+        cwd=tmp_path,
+        env={**child_env(), "STEPS": str(steps)},
+        capture_output=True,
+        text=True,
+        timeout=deadline(120),
+    )
+    assert "ready\n" + out == reference.stdout
+    assert out.splitlines()[-1].startswith("left [0, True, False")
+
+
+def test_no_inject_records_from_outside_without_a_debugger(
+    tmp_path: Path, training: subprocess.Popen[str]
+) -> None:
+    done = attach(tmp_path, str(training.pid), "--no-inject", "--duration", "2", "-o", "o.memsight")
+    assert done.returncode == 0, done.stderr
+    profile = load_profile(tmp_path / "o.memsight")
+    assert profile.sample_count > 20 and profile.info.attached
+    assert not any(e.type == "agent_connected" for e in profile.events)
+    assert training.poll() is None
+
+
+def test_a_process_that_exits_while_attached_ends_the_recording(tmp_path: Path) -> None:
+    write_script(
+        tmp_path,
+        "brief.py",
+        "import time, os\nwhile not os.path.exists('stop'):\n    time.sleep(0.01)\n",
+    )
+    process = subprocess.Popen([sys.executable, "brief.py"], cwd=tmp_path)
+    try:
+        attaching = subprocess.Popen(
+            memsight_command("attach", str(process.pid), "--no-inject", "-o", "b.memsight"),
+            cwd=tmp_path,
+            env=child_env(),
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        wait_until(lambda: (tmp_path / "b.memsight").exists(), 60, "the recording")
+        (tmp_path / "stop").write_text("")
+        _, err = attaching.communicate(timeout=deadline(60))
+        assert attaching.returncode == 0, err
+        assert "the process exited" in err
+        assert load_profile(tmp_path / "b.memsight").info.ended_by.startswith("the process exited")
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_what_cannot_be_attached_to_is_one_line_and_status_2(tmp_path: Path) -> None:
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        for args, reason in (
+            ([str(gone.pid)], f"no process with pid {gone.pid}"),
+            ([str(sleeper.pid)], "is not a Python process"),
+            (["abc"], "is not a process id"),
+            (["1", "--duration", "-3"], "--duration"),
+        ):
+            done = attach(tmp_path, *args)
+            assert done.returncode == 2 and one_line(done.stderr), (args, done.stderr)
+            assert reason in done.stderr, done.stderr
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert not list(tmp_path.glob("*.memsight"))
