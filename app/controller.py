@@ -36,9 +36,14 @@ class RunController:
     local = True  # the run is a process here: input can be sent, its pid looked at
     error_title = "The recording failed"
 
-    def __init__(self, spec: RunSpec, out_path: Path) -> None:
+    def __init__(self, spec: RunSpec, out_path: Path, attach_pid: int | None = None) -> None:
+        """`attach_pid`: record that running process (described by `spec`) instead of
+        launching `spec`; Stop then detaches, and the process goes on."""
         self.spec = spec
         self.out_path = out_path
+        self.attach_pid = attach_pid
+        # The script's stdin is the app's input line only for a run the app launched.
+        self.takes_input = attach_pid is None
         self.live = LiveProfile()
         # The file the run is written to names it (in an exported report too) from the start.
         self.live.profile.source = str(out_path)
@@ -63,7 +68,8 @@ class RunController:
             stderr=subprocess.PIPE,
         )
         assert self.host.stdin is not None
-        self.host.stdin.write(spec_to_json(self.spec, self.out_path).encode() + b"\n")
+        request = spec_to_json(self.spec, self.out_path, self.attach_pid)
+        self.host.stdin.write(request.encode() + b"\n")
         self.host.stdin.flush()
         self._reader = threading.Thread(target=self._read, name="memsight-gui-frames", daemon=True)
         self._reader.start()

@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
 
 from memsight import profiler
 from memsight.app import filedialogs
+from memsight.app.attachdialog import AttachDialog
 from memsight.app.compare import CompareController, ComparePanel, same_target
 from memsight.app.connectdialog import ConnectDialog
 from memsight.app.console import ConsoleView
@@ -46,7 +47,8 @@ from memsight.app.statusbar import RunStatusBar
 from memsight.app.timeline import TimelineView
 from memsight.profiler.diagnosis import Finding
 from memsight.profiler.diagnosis.contents import Census, census_label
-from memsight.profiler.launch.spec import ExitStatus, default_profile_name
+from memsight.profiler.launch.running import NotAttachable, attached_spec, python_process
+from memsight.profiler.launch.spec import DEFAULT_INTERVAL_MS, ExitStatus, default_profile_name
 from memsight.profiler.output_path import OutputError
 from memsight.profiler.profile.header import SUFFIX
 from memsight.profiler.profile.model import Profile
@@ -77,6 +79,7 @@ class MainWindow(QMainWindow):
         self.profile: Profile | None = None
         self.profile_path: Path | None = None
         self.error_box: QMessageBox | None = None
+        self._attached_pid: int | None = None  # the running process being recorded (Attach)
 
         self.setWindowTitle("memsight")
         self.setAcceptDrops(True)
@@ -278,6 +281,10 @@ class MainWindow(QMainWindow):
             "Co&nnect to a Served Run…", "Ctrl+Shift+N", self._choose_served_run
         )
         file_menu.addAction(self.connect_action)
+        self.attach_action = self._action(
+            "&Attach to Process…", "Ctrl+Shift+A", self._choose_process
+        )
+        file_menu.addAction(self.attach_action)
         file_menu.addSeparator()
         self.compare_action = self._action(
             "&Compare With…", "Ctrl+Shift+C", self._choose_comparison
@@ -586,6 +593,7 @@ class MainWindow(QMainWindow):
             AppSettings.remember(self.settings.pythons, spec.python)
         self.settings.save(self.store)
         out = recordings_dir() / default_profile_name(spec, datetime.now())
+        self._attached_pid = None
         if self.session.start(spec, out):
             # The run's metadata has not arrived yet: the title names the script from the start.
             name = f"-m {spec.target}" if spec.module else Path(spec.target).name
@@ -594,7 +602,35 @@ class MainWindow(QMainWindow):
     def stop_run(self) -> None:
         if not self.session.local and self.session.running:
             self.status.showMessage("Stopped watching; the run goes on where it is served", 10_000)
+        elif self._attached_pid is not None and self.session.running:
+            self.status.showMessage(
+                f"Detaching: the agent takes its hooks out, and pid {self._attached_pid} goes on",
+                10_000,
+            )
         self.session.stop()
+
+    def _choose_process(self) -> None:
+        if self.session.running:
+            return
+        dialog = AttachDialog(self)
+        if dialog.exec() == AttachDialog.DialogCode.Accepted:
+            self.attach_to(dialog.pid)
+
+    def attach_to(self, pid: int) -> bool:
+        """Record the running Python process `pid` (and its workers) live; Stop detaches."""
+        try:
+            exe, argv, cwd = python_process(pid)
+        except NotAttachable as exc:
+            self.show_error("Cannot attach", str(exc))
+            return False
+        spec = attached_spec(exe, argv, cwd, DEFAULT_INTERVAL_MS, True, "auto")
+        out = recordings_dir() / default_profile_name(spec, datetime.now())
+        self._previous = None
+        if not self.session.attach(spec, pid, out):
+            return False
+        self._attached_pid = pid
+        self.setWindowTitle(window_title(f"memsight — {spec.display_name} (pid {pid}, attached)"))
+        return True
 
     def _choose_served_run(self) -> None:
         if self.session.running:
@@ -606,6 +642,7 @@ class MainWindow(QMainWindow):
     def watch_served_run(self, host: str, port: int, token: str) -> bool:
         """Show the run served at host:port live, with a copy in the recordings folder."""
         self._previous = None
+        self._attached_pid = None
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
         out = recordings_dir() / f"remote-{host.replace(':', '_')}-{port}-{stamp}.memsight"
         if not self.session.watch(host, port, token, out):
@@ -620,11 +657,12 @@ class MainWindow(QMainWindow):
 
     def _set_running(self, running: bool) -> None:
         self.setup_panel.set_running(running)
-        self.console.set_input_open(running and self.session.local)
+        self.console.set_input_open(running and self.session.takes_input)
         self.run_action.setEnabled(not running)
         self.stop_action.setEnabled(running)
         self.open_action.setEnabled(not running)
         self.connect_action.setEnabled(not running)
+        self.attach_action.setEnabled(not running)
         self.timeline.set_running(running)
 
     def _on_samples(self) -> None:

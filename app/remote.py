@@ -23,6 +23,7 @@ from memsight.profiler.remote.client import CopyNamedByRun, StreamClient, Stream
 
 class RemoteController:
     local = False  # no process here: no input to send, no pid to look at
+    takes_input = False
     error_title = "The connection failed"
 
     def __init__(self, host: str, port: int, token: str, out_path: Path) -> None:

@@ -93,6 +93,24 @@ class RunSession(QObject):
         self._begin(controller, out)
         return True
 
+    def attach(self, spec: RunSpec, pid: int, out: Path) -> bool:
+        """Record the running process `pid` (described by `spec`) into `out`; Stop detaches."""
+        if self.running:
+            return False
+        controller = RunController(spec, out, attach_pid=pid)
+        try:
+            controller.start()
+        except OSError as exc:
+            self.failed.emit("Cannot attach", f"{spec.python}: {exc.strerror or exc}")
+            return False
+        self._begin(controller, out)
+        return True
+
+    @property
+    def takes_input(self) -> bool:
+        """The running script's stdin is the console's input line (a run the app launched)."""
+        return self.controller is not None and self.controller.takes_input
+
     def watch(self, host: str, port: int, token: str, out: Path) -> bool:
         """Watch the run served at host:port, keeping a copy in `out`; a connection that fails
         ends it (`finished`, then `failed` with the reason)."""
@@ -163,7 +181,10 @@ class RunSession(QObject):
                 and not self.diagnosis.busy
             ):
                 self._diagnose(controller.profile, final=False)
-            if controller.local and time.monotonic() - self._stdin_looked_at >= STDIN_LOOK_EVERY_S:
+            if (
+                controller.takes_input
+                and time.monotonic() - self._stdin_looked_at >= STDIN_LOOK_EVERY_S
+            ):
                 self._look_for_a_prompt(controller)
         self.ticked.emit()
         self.frame_ms.append((time.perf_counter() - started) * 1000)

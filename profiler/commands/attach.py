@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING
 
 from memsight.profiler.command_line import ArgumentParser, UsageError
 from memsight.profiler.launch.preflight import InvalidSetting, census_from_text, interval_from_text
-from memsight.profiler.launch.spec import DEFAULT_INTERVAL_MS, RunSpec, default_profile_name
+from memsight.profiler.launch.running import NotAttachable, attached_spec, python_process
+from memsight.profiler.launch.spec import DEFAULT_INTERVAL_MS, default_profile_name
 from memsight.profiler.terminal_text import terminal_safe
 from memsight.profiler.typed_values import number_between
 
 if TYPE_CHECKING:
     from memsight.profiler.recorder.session import Recording
 
-AGENT_WAIT_S = 15.0  # how long the attach waits for the agent's hello before saying so
 MAX_DURATION_S = 366 * 24 * 3600.0
 _PYTHON_EXE = re.compile(r"python[0-9.]*[a-z]?$")
 
@@ -85,62 +85,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def python_process(pid: int) -> tuple[str, list[str], str]:
-    """(interpreter, argv, working directory) of a running Python process; UsageError with
-    the reason when there is no such process, it is not Python, or it cannot be read."""
-    proc = Path(f"/proc/{pid}")
-    if not proc.is_dir():
-        raise UsageError(f"no process with pid {pid}")
-    try:
-        exe = os.readlink(proc / "exe")
-        argv = [a.decode(errors="replace") for a in (proc / "cmdline").read_bytes().split(b"\0")]
-        cwd = os.readlink(proc / "cwd")
-        maps = (proc / "maps").read_text(errors="replace")
-    except FileNotFoundError:
-        raise UsageError(f"pid {pid} exited during the attach") from None
-    except PermissionError:
-        raise UsageError(
-            f"pid {pid} is another user's process: memsight attaches as its owner (or root)"
-        ) from None
-    except OSError as exc:
-        raise UsageError(f"cannot read pid {pid}: {exc.strerror or exc}") from None
-    argv = argv[:-1] if argv and argv[-1] == "" else argv
-    if not (_PYTHON_EXE.search(os.path.basename(exe)) or "libpython" in maps):
-        raise UsageError(f"pid {pid} ({os.path.basename(exe)}) is not a Python process")
-    return exe, argv, cwd
-
-
-def spec_of(exe: str, argv: list[str], cwd: str, options: argparse.Namespace) -> RunSpec:
-    """The attached process as a run: its script (or -m module) and arguments."""
-    try:
-        interval_ms = (
-            DEFAULT_INTERVAL_MS
-            if options.interval_ms is None
-            else interval_from_text(options.interval_ms)
-        )
-        census = census_from_text(options.census)
-    except InvalidSetting as exc:
-        raise UsageError(exc.problem.message) from None
-    target, args, module = (argv[0] if argv else exe), argv[1:], False
-    rest = argv[1:]
-    while rest and rest[0].startswith("-") and rest[0] not in ("-m", "-c", "-"):
-        rest = rest[1:]  # interpreter options (-u, -X dev, ...) before the script
-    if rest[:1] == ["-m"] and len(rest) > 1:
-        target, args, module = rest[1], rest[2:], True
-    elif rest and rest[0] not in ("-c", "-"):
-        target, args = rest[0], rest[1:]
-    return RunSpec(
-        target=target,
-        args=tuple(args),
-        module=module,
-        cwd=cwd,
-        python=exe,
-        interval_ms=interval_ms,
-        hooks=not options.no_inject,
-        census=census,
-    )
-
-
 def cmd_attach(argv: Sequence[str]) -> int:
     from memsight.profiler.commands.run import report_saved
     from memsight.profiler.recorder import inject
@@ -161,8 +105,19 @@ def cmd_attach(argv: Sequence[str]) -> int:
             )
         except ValueError as exc:
             raise UsageError(f"--duration: {exc}") from None
-    exe, process_argv, cwd = python_process(pid)
-    spec = spec_of(exe, process_argv, cwd, options)
+    try:
+        exe, process_argv, cwd = python_process(pid)
+        interval_ms = (
+            DEFAULT_INTERVAL_MS
+            if options.interval_ms is None
+            else interval_from_text(options.interval_ms)
+        )
+        census = census_from_text(options.census)
+    except NotAttachable as exc:
+        raise UsageError(str(exc)) from None
+    except InvalidSetting as exc:
+        raise UsageError(exc.problem.message) from None
+    spec = attached_spec(exe, process_argv, cwd, interval_ms, not options.no_inject, census)
     out = Path(options.out) if options.out else _free_path(Path(default_profile_name(spec)))
 
     def say(message: str) -> None:
@@ -187,33 +142,17 @@ def cmd_attach(argv: Sequence[str]) -> int:
     try:
         say(f"attached to pid {pid} ({spec.target}); recording into {out}")
         if not options.no_inject:
-            loader = inject.write_loader(recording.agent_config())
             try:
-                way = inject.inject(pid, loader, inject.python_version(pid))
+                loader = inject.start_agent(recording, pid, say, warn)
             except inject.NotPermitted as exc:
                 _give_up(recording, out)
                 raise UsageError(
                     f"cannot start the agent in pid {pid}: {exc}; --no-inject records its "
                     "memory from outside only"
                 ) from None
-            except inject.InjectError as exc:
-                if not recording.target.poll():
-                    _give_up(recording, out)
-                    raise UsageError(f"pid {pid} exited during the attach") from None
-                warn(f"cannot start the agent in pid {pid}: {exc}; recording from outside only")
-            else:
-                assert recording.server is not None
-                if recording.server.connected.wait(AGENT_WAIT_S):
-                    say(f"the agent is running in pid {pid} (started through {way})")
-                elif loader.failure():
-                    warn(f"the agent failed in pid {pid}: {loader.failure()}; recording from "
-                         "outside only")  # fmt: skip
-                elif recording.target.poll():
-                    warn(
-                        f"pid {pid} has not run Python code in its main thread for "
-                        f"{AGENT_WAIT_S:g} s (a long call in C, or a wait); its agent starts "
-                        "when it does"
-                    )
+            except inject.Exited:
+                _give_up(recording, out)
+                raise UsageError(f"pid {pid} exited during the attach") from None
         say("Ctrl+C detaches" + (f"; detaching after {duration:g} s" if duration else ""))
         if duration is not None:
             timer = threading.Timer(duration, recording.detach)

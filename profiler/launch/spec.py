@@ -66,10 +66,15 @@ def default_profile_name(spec: RunSpec, now: datetime | None = None) -> str:
     return f"{spec.display_name}-{stamp}.memsight"
 
 
-def spec_to_json(spec: RunSpec, out_path: str | os.PathLike[str]) -> str:
-    """One JSON line: the run request the app sends to its recording process."""
+def spec_to_json(
+    spec: RunSpec, out_path: str | os.PathLike[str], attach_pid: int | None = None
+) -> str:
+    """One JSON line: the run request the app sends to its recording process. `attach_pid`:
+    record that running process (File > Attach) instead of launching `spec`, which then
+    describes it."""
     return json.dumps(
         {
+            **({"attach_pid": attach_pid} if attach_pid is not None else {}),
             "target": spec.target,
             "args": list(spec.args),
             "module": spec.module,
@@ -106,3 +111,9 @@ def spec_from_json(line: str) -> tuple[RunSpec, Path]:
         cuda_history=int(data.get("cuda_history") or 0),
     )
     return spec, Path(data["out"])
+
+
+def attach_pid_of(line: str) -> int | None:
+    """The running process a request asks to attach to; None for a run to launch."""
+    pid = json.loads(line).get("attach_pid")
+    return pid if isinstance(pid, int) and pid > 0 else None

@@ -26,8 +26,8 @@ import threading
 from typing import BinaryIO
 
 from memsight.profiler.launch.runtime import RECORDER_HOST_FLAG
-from memsight.profiler.launch.spec import spec_from_json
-from memsight.profiler.recorder import lifetime
+from memsight.profiler.launch.spec import attach_pid_of, spec_from_json
+from memsight.profiler.recorder import inject, lifetime
 from memsight.profiler.recorder.session import Recording
 
 START_FAILED = 3
@@ -91,14 +91,23 @@ def main(args: list[str] | None = None) -> int:
             break
         request += chunk
     spec, out_path = spec_from_json(request.decode())
+    attach_pid = attach_pid_of(request.decode())
     recording = Recording(
         spec, out_path, stdio="capture", new_session=True, live=_FrameOut(stdout), subreaper=True
     )
-    try:
-        recording.start()
-    except OSError as exc:
-        sys.stderr.write(f"cannot start {spec.python}: {exc.strerror or exc}\n")
-        return START_FAILED
+    loader = None
+    if attach_pid is not None:
+        try:
+            loader = _attach(recording, attach_pid, spec.hooks)
+        except (OSError, inject.InjectError) as exc:
+            sys.stderr.write(f"cannot attach to pid {attach_pid}: {exc}\n")
+            return START_FAILED
+    else:
+        try:
+            recording.start()
+        except OSError as exc:
+            sys.stderr.write(f"cannot start {spec.python}: {exc.strerror or exc}\n")
+            return START_FAILED
     threading.Thread(
         target=_control, args=(recording, 0), name="memsight-control", daemon=True
     ).start()
@@ -107,7 +116,30 @@ def main(args: list[str] | None = None) -> int:
         lambda _s, _f: threading.Thread(target=recording.stop, daemon=True).start(),
     )
     recording.wait()
+    if loader is not None:
+        loader.remove()
     return 0
+
+
+def _attach(recording: Recording, pid: int, with_agent: bool) -> inject.Loader | None:
+    """Record the running `pid`; start its agent unless `with_agent` is false. What the
+    recording will lack is said in the profile (a warning), as the app shows warnings."""
+    recording.attach(pid)
+    if not with_agent:
+        return None
+    try:
+        return inject.start_agent(
+            recording,
+            pid,
+            say=lambda _line: None,
+            warn=lambda line: recording.event("warning", message=line),
+        )
+    except inject.InjectError:
+        recording.detach()
+        recording.wait()
+        with contextlib.suppress(OSError):
+            recording.out_path.unlink()
+        raise
 
 
 if __name__ == "__main__":

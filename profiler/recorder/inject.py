@@ -25,13 +25,18 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import memsight.profiler
 
+if TYPE_CHECKING:
+    from memsight.profiler.recorder.session import Recording
+
 AGENT_ROOT = Path(memsight.profiler.__file__).resolve().parent  # the package the agent is
+AGENT_WAIT_S = 15.0  # how long start_agent waits for the agent's hello before saying so
 GDB_TIMEOUT_S = 60.0
 REMOTE_EXEC_TIMEOUT_S = 30.0
 PAGE = 4096
@@ -75,6 +80,10 @@ class NotPermitted(InjectError):
     """The kernel refuses to let memsight look inside the process (ptrace)."""
 
 
+class Exited(InjectError):
+    """The process ended while memsight was getting in."""
+
+
 @dataclass
 class Loader:
     """The loader file written for one attach, and where it reports a failure."""
@@ -103,6 +112,39 @@ def write_loader(config: dict[str, Any]) -> Loader:
     )
     path.chmod(0o644)
     return Loader(folder, path, failed)
+
+
+def start_agent(
+    recording: Recording, pid: int, say: Callable[[str], None], warn: Callable[[str], None]
+) -> Loader:
+    """Start the agent in `pid`, which `recording` is attached to, and wait (AGENT_WAIT_S) for
+    it to connect; `say` how it went, `warn` of what the recording will lack. The loader is
+    returned for removal once the recording ends. Raises NotPermitted (the caller gives up:
+    the user must allow it, or ask for no agent) and Exited; any other failure is a warning,
+    and the recording goes on from outside."""
+    loader = write_loader(recording.agent_config())
+    try:
+        way = inject(pid, loader, python_version(pid))
+    except NotPermitted:
+        loader.remove()
+        raise
+    except InjectError as exc:
+        if not recording.target.poll():
+            loader.remove()
+            raise Exited(f"pid {pid} exited during the attach") from None
+        warn(f"cannot start the agent in pid {pid}: {exc}; recording from outside only")
+        return loader
+    assert recording.server is not None
+    if recording.server.connected.wait(AGENT_WAIT_S):
+        say(f"the agent is running in pid {pid} (started through {way})")
+    elif loader.failure():
+        warn(f"the agent failed in pid {pid}: {loader.failure()}; recording from outside only")
+    elif recording.target.poll():
+        warn(
+            f"pid {pid} has not run Python code in its main thread for {AGENT_WAIT_S:g} s (a "
+            "long call in C, or a wait); its agent starts when it does"
+        )
+    return loader
 
 
 def statement(loader: Path) -> str:
