@@ -153,6 +153,8 @@ def cmd_attach(argv: Sequence[str]) -> int:
             except inject.Exited:
                 _give_up(recording, out)
                 raise UsageError(f"pid {pid} exited during the attach") from None
+        else:
+            recording.watch_gpus_from_outside()
         say("Ctrl+C detaches" + (f"; detaching after {duration:g} s" if duration else ""))
         if duration is not None:
             timer = threading.Timer(duration, recording.detach)

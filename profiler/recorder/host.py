@@ -126,6 +126,7 @@ def _attach(recording: Recording, pid: int, with_agent: bool) -> inject.Loader |
     recording will lack is said in the profile (a warning), as the app shows warnings."""
     recording.attach(pid)
     if not with_agent:
+        recording.watch_gpus_from_outside()
         return None
     try:
         return inject.start_agent(

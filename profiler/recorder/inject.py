@@ -133,12 +133,14 @@ def start_agent(
             loader.remove()
             raise Exited(f"pid {pid} exited during the attach") from None
         warn(f"cannot start the agent in pid {pid}: {exc}; recording from outside only")
+        recording.watch_gpus_from_outside()
         return loader
     assert recording.server is not None
     if recording.server.connected.wait(AGENT_WAIT_S):
         say(f"the agent is running in pid {pid} (started through {way})")
     elif loader.failure():
         warn(f"the agent failed in pid {pid}: {loader.failure()}; recording from outside only")
+        recording.watch_gpus_from_outside()
     elif recording.target.poll():
         warn(
             f"pid {pid} has not run Python code in its main thread for {AGENT_WAIT_S:g} s (a "

@@ -66,6 +66,25 @@ def match_devices(nvml: Any, cuda_devices: list[dict[str, Any]]) -> list[tuple[i
     return matched
 
 
+def devices_in_use(nvml: Any, pids: set[int]) -> list[dict[str, Any]]:
+    """The devices on which one of `pids` has a CUDA context now, as the agent would report
+    them ({"index", "uuid"}) but in NVML's order: for a process recorded without its agent
+    (`memsight attach --no-inject`), whose CUDA numbering is not known."""
+    devices = []
+    for index in range(nvml.nvmlDeviceGetCount()):
+        handle = nvml.nvmlDeviceGetHandleByIndex(index)
+        try:
+            running = nvml.nvmlDeviceGetComputeRunningProcesses(handle)
+        except Exception:
+            continue
+        if any(proc.pid in pids for proc in running):
+            device: dict[str, Any] = {"index": index}
+            with contextlib.suppress(Exception):
+                device["uuid"] = _text(nvml.nvmlDeviceGetUUID(handle))
+            devices.append(device)
+    return devices
+
+
 class NvmlSampler(threading.Thread):
     """Samples device memory every `interval_s` once NVML is up and devices are matched."""
 

@@ -298,6 +298,22 @@ class Recording:
             "census": self.spec.census if self.spec.hooks else "never",
         }
 
+    def watch_gpus_from_outside(self) -> None:
+        """No agent to say CUDA is in use (attached without one): sample through NVML the
+        devices on which the process tree has a CUDA context now, numbered as NVML numbers
+        them. Nothing without NVML, or when the tree uses no GPU."""
+        if self._nvml is not None:
+            return
+        driver = nvml_mod.load_nvml()
+        if driver is None:
+            return
+        try:
+            devices = nvml_mod.devices_in_use(driver, self.tree_pids())
+        except Exception:
+            return
+        if devices:
+            self._start_nvml(devices)
+
     def detach(self) -> None:
         """End an attached recording; the process goes on (its agent takes its hooks out)."""
         if isinstance(self.target, AttachedTarget):

@@ -104,3 +104,17 @@ def test_without_a_driver_nvml_is_simply_absent(monkeypatch: pytest.MonkeyPatch)
     assert nvml.load_nvml() is None
     monkeypatch.setitem(sys.modules, "pynvml", FakeNvml())
     assert nvml.load_nvml() is not None
+
+
+def test_without_an_agent_the_devices_the_tree_uses_are_found_by_its_pids() -> None:
+    # `memsight attach --no-inject`: no cuda_init names the devices; NVML says which ones
+    # the process tree has a context on, in NVML's own numbering.
+    fake = FakeNvml()
+    assert nvml.devices_in_use(fake, {100, 101}) == [{"index": 0, "uuid": "GPU-aaaa-0"}]
+    assert nvml.devices_in_use(fake, {555}) == []  # a CPU-only process: no GPU plot at all
+    found = nvml.devices_in_use(fake, {100})
+    rows = record(
+        nvml.NvmlSampler(found, lambda: TableBuffer(protocol.NVML_TABLE), lambda: {100}, nvml=fake)
+    )
+    assert list(rows["device"]) == [0]
+    assert list(rows["process_used"]) == [3 * GiB]
