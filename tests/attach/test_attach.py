@@ -189,3 +189,50 @@ def test_what_cannot_be_attached_to_is_one_line_and_status_2(tmp_path: Path) -> 
         sleeper.kill()
         sleeper.wait()
     assert not list(tmp_path.glob("*.memsight"))
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 14), reason="3.14 has sys.remote_exec: a way in")
+def test_without_a_way_in_it_records_from_outside_and_says_so(
+    tmp_path: Path, training: subprocess.Popen[str]
+) -> None:
+    # No gdb on PATH (only the interpreter's folder), before Python 3.14.
+    env = {**child_env(), "PATH": str(Path(sys.executable).parent)}
+    done = subprocess.run(
+        memsight_command("attach", str(training.pid), "--duration", "2", "-o", "w.memsight"),
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=deadline(120),
+    )
+    assert done.returncode == 0, done.stderr
+    assert "gdb is not installed" in done.stderr and "recording from outside only" in done.stderr
+    assert load_profile(tmp_path / "w.memsight").sample_count > 10
+    assert training.poll() is None
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 14), reason="3.14 gets in without gdb")
+def test_ptrace_refused_is_one_line_saying_how_to_allow_it(
+    tmp_path: Path, training: subprocess.Popen[str]
+) -> None:
+    # Root may always ptrace, so the kernel's refusal is played by a gdb that gets it.
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    gdb = tools / "gdb"
+    gdb.write_text("#!/bin/sh\necho 'ptrace: Operation not permitted.' >&2\nexit 1\n")
+    gdb.chmod(0o755)
+    env = {**child_env(), "PATH": f"{tools}:{Path(sys.executable).parent}"}
+    done = subprocess.run(
+        memsight_command("attach", str(training.pid), "-o", "p.memsight"),
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=deadline(120),
+    )
+    assert done.returncode == 2
+    error = [line for line in done.stderr.splitlines() if line.startswith("memsight: error:")]
+    assert len(error) == 1 and "ptrace_scope" in error[0] and "SYS_PTRACE" in error[0]
+    assert "--no-inject" in error[0]
+    assert not (tmp_path / "p.memsight").exists()
+    assert training.poll() is None
