@@ -6,8 +6,22 @@ the agent) and ``memsight.resources`` (data files), so that memsight adds a sing
 user's environment and never shadows a user's own ``app`` or ``profiler``. In a checkout the
 folders memsight/app, memsight/profiler and memsight/resources are links to those packages;
 an installed memsight has them as real folders (pyproject.toml, [tool.setuptools]).
+
+The public API is what ``__all__`` names: ``record`` (a block of this process recorded into a
+profile, as a context manager or a decorator), ``RecordError``, and the IPython extension
+(``%load_ext memsight``: the ``%%memsight`` cell magic and ``%memsight_report``). Everything
+else is private and may change.
 """
 
 from memsight.profiler import __version__
+from memsight.profiler.inprocess.record import RecordError, record
 
-__all__ = ["__version__"]
+
+def load_ipython_extension(ipython: object) -> None:
+    """``%load_ext memsight``: register the ``%%memsight`` and ``%memsight_report`` magics."""
+    from memsight.profiler.inprocess.notebook import register
+
+    register(ipython)
+
+
+__all__ = ["RecordError", "__version__", "load_ipython_extension", "record"]

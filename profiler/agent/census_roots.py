@@ -35,6 +35,21 @@ def _function_locals_proxy_type() -> Optional[type]:
 _FRAME_LOCALS_PROXY = _function_locals_proxy_type()
 
 
+def _running_file(namespace: Dict[str, Any]) -> Optional[str]:
+    """The file of the code running in a module that has no file of its own: a notebook's
+    __main__, whose code is the cell being run (an ipykernel cell file, read from linecache)."""
+    try:
+        for frame in sys._current_frames().values():
+            while frame is not None:
+                if frame.f_globals is namespace:
+                    name = frame.f_code.co_filename
+                    return name if type(name) is str and not name.startswith("<") else None
+                frame = frame.f_back  # type: ignore[assignment]
+    except Exception as exc:
+        _reraise_foreign(exc)
+    return None
+
+
 class _Roots(_Types):
     """The named roots the walk starts from, and the holders a user function names (its
     closure cells and defaults)."""
@@ -55,7 +70,7 @@ class _Roots(_Types):
                 not_users[modname] = id(module)
                 continue
             file = namespace.get("__file__")
-            file = file if type(file) is str else None
+            file = file if type(file) is str else _running_file(namespace)
             root = "global:" + modname + ":"
             for name, value in list(dict.items(namespace)):
                 if type(name) is not str or _dunder(name) or not _is_tracked(value):

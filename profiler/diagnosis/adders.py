@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import linecache
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,8 +46,15 @@ class SourceLine:
 def _parse(path: str) -> tuple[ast.Module, tuple[str, ...]] | None:
     try:
         text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        # A notebook's cell is a file name with no file (ipykernel's /tmp/ipykernel_N/H.py):
+        # its source is in linecache, where IPython puts each cell it runs.
+        text = "".join(linecache.getlines(path))
+        if not text:
+            return None
+    try:
         return ast.parse(text, filename=path), tuple(text.splitlines())
-    except (OSError, SyntaxError, ValueError):
+    except (SyntaxError, ValueError):
         return None
 
 

@@ -67,14 +67,20 @@ def default_profile_name(spec: RunSpec, now: datetime | None = None) -> str:
 
 
 def spec_to_json(
-    spec: RunSpec, out_path: str | os.PathLike[str], attach_pid: int | None = None
+    spec: RunSpec,
+    out_path: str | os.PathLike[str],
+    attach_pid: int | None = None,
+    agent_config_to: str | None = None,
 ) -> str:
     """One JSON line: the run request the app sends to its recording process. `attach_pid`:
     record that running process (File > Attach) instead of launching `spec`, which then
-    describes it."""
+    describes it. `agent_config_to`: with `attach_pid`, start no agent in it but write what
+    an agent needs to reach the recording into that file (the process starts its own:
+    `memsight.record`)."""
     return json.dumps(
         {
             **({"attach_pid": attach_pid} if attach_pid is not None else {}),
+            **({"agent_config_to": agent_config_to} if agent_config_to is not None else {}),
             "target": spec.target,
             "args": list(spec.args),
             "module": spec.module,
@@ -117,3 +123,9 @@ def attach_pid_of(line: str) -> int | None:
     """The running process a request asks to attach to; None for a run to launch."""
     pid = json.loads(line).get("attach_pid")
     return pid if isinstance(pid, int) and pid > 0 else None
+
+
+def agent_config_to_of(line: str) -> str | None:
+    """Where a request asks for the agent's configuration (an in-process agent); None."""
+    path = json.loads(line).get("agent_config_to")
+    return path if isinstance(path, str) and path else None

@@ -26,7 +26,7 @@ import threading
 from typing import BinaryIO
 
 from memsight.profiler.launch.runtime import RECORDER_HOST_FLAG
-from memsight.profiler.launch.spec import attach_pid_of, spec_from_json
+from memsight.profiler.launch.spec import agent_config_to_of, attach_pid_of, spec_from_json
 from memsight.profiler.recorder import inject, lifetime
 from memsight.profiler.recorder.session import Recording
 
@@ -75,6 +75,16 @@ def _control(recording: Recording, fd: int) -> None:
         recording.stop()  # end of input: the app is gone
 
 
+def _write_private(path: str, text: str) -> None:
+    """`text` into a new file only its owner can read (it holds the run's token), whole or
+    not at all: written beside, then renamed."""
+    temporary = f"{path}.part"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+    os.replace(temporary, path)
+
+
 def main(args: list[str] | None = None) -> int:
     args = sys.argv[1:] if args is None else args
     if args[:1] == [RECORDER_HOST_FLAG]:  # the standalone build's way to start this
@@ -92,13 +102,14 @@ def main(args: list[str] | None = None) -> int:
         request += chunk
     spec, out_path = spec_from_json(request.decode())
     attach_pid = attach_pid_of(request.decode())
+    agent_config_to = agent_config_to_of(request.decode())
     recording = Recording(
         spec, out_path, stdio="capture", new_session=True, live=_FrameOut(stdout), subreaper=True
     )
     loader = None
     if attach_pid is not None:
         try:
-            loader = _attach(recording, attach_pid, spec.hooks)
+            loader = _attach(recording, attach_pid, spec.hooks, agent_config_to)
         except (OSError, inject.InjectError) as exc:
             sys.stderr.write(f"cannot attach to pid {attach_pid}: {exc}\n")
             return START_FAILED
@@ -121,10 +132,17 @@ def main(args: list[str] | None = None) -> int:
     return 0
 
 
-def _attach(recording: Recording, pid: int, with_agent: bool) -> inject.Loader | None:
-    """Record the running `pid`; start its agent unless `with_agent` is false. What the
-    recording will lack is said in the profile (a warning), as the app shows warnings."""
+def _attach(
+    recording: Recording, pid: int, with_agent: bool, agent_config_to: str | None = None
+) -> inject.Loader | None:
+    """Record the running `pid`; start its agent unless `with_agent` is false, or, with
+    `agent_config_to`, leave the process to start its own (memsight.record) with the
+    configuration written there. What the recording will lack is said in the profile (a
+    warning), as the app shows warnings."""
     recording.attach(pid)
+    if agent_config_to is not None:
+        _write_private(agent_config_to, json.dumps(recording.agent_config()))
+        return None
     if not with_agent:
         recording.watch_gpus_from_outside()
         return None

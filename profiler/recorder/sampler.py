@@ -8,6 +8,7 @@ their USS within a CPU budget, so a slow page-table walk never delays a tick.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -124,6 +125,9 @@ class TreeWatcher(threading.Thread):
         self.name_poll_s = name_poll_s
         self.known: dict[int, proctree.ProcessIdentity] = {}
         self.ever_seen: dict[int, proctree.ProcessIdentity] = {}
+        # Never one of the target's children: the recorder itself, which is one when the
+        # process it records started it (memsight.record).
+        self.ignored = {os.getpid()}
         self._children: dict[int, _Child] = {}
         self._total = 0
         self._subtrees: dict[int, int] = {}  # watched pid -> the estimates of its children
@@ -255,6 +259,8 @@ class TreeWatcher(threading.Thread):
 
     def _found(self, pid: int, ident: proctree.ProcessIdentity, t: int) -> None:
         """Start tracking a child (nothing if it is already tracked)."""
+        if pid in self.ignored:
+            return
         old = self.known.get(pid)
         if old is not None and old.start == ident.start:
             return

@@ -90,6 +90,13 @@ def _ram_chart(profile: Profile) -> dict[str, Any] | None:
     }
 
 
+def memory_charts(profile: Profile) -> list[dict[str, Any]]:
+    """The report's charts: RAM, then each GPU's (the HTML report's script and the notebook's
+    SVG, profiler/report/svg.py, both draw these)."""
+    ram_chart = _ram_chart(profile)
+    return ([ram_chart] if ram_chart is not None else []) + _gpu_charts(profile)
+
+
 def _gpu_charts(profile: Profile) -> list[dict[str, Any]]:
     nvml = profile.table("nvml")
     charts = []
@@ -283,8 +290,7 @@ def report_context(profile: Profile, diagnosis: Diagnosis, name: str) -> dict[st
         return {"label": label, "value": format_bytes(p.bytes), "at": format_duration(p.t)}
 
     no_gpu = "— (the run did not use CUDA)"
-    ram_chart = _ram_chart(profile)
-    charts = ([ram_chart] if ram_chart is not None else []) + _gpu_charts(profile)
+    charts = memory_charts(profile)
     output, output_total = _output_tail(profile)
     findings = _findings(diagnosis)
     counts = {sev: sum(f["severity"] == sev for f in findings) for sev in SEVERITY_LABELS}

@@ -1,0 +1,1 @@
+"""memsight inside a program of the user's: `memsight.record` and the IPython magics."""
