@@ -116,3 +116,30 @@ def test_in_a_terminal_ipython_the_cell_prints_the_report_text(tmp_path: Path) -
     assert "memsight profile" in done.stdout and "Peaks" in done.stdout, done.stdout
     assert "<svg" not in done.stdout  # text, not the notebook's HTML
     assert load_profile(tmp_path / "terminal.memsight").sample_count > 0
+
+
+def test_a_cell_stopped_with_the_stop_button_still_leaves_its_profile(tmp_path: Path) -> None:
+    # The stop button interrupts the kernel (SIGINT: KeyboardInterrupt in the cell); nbclient
+    # does the same to a cell that runs past its timeout.
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [
+        nbformat.v4.new_code_cell("%load_ext memsight\nimport time"),
+        nbformat.v4.new_code_cell(
+            "%%memsight --out stopped.memsight\nkept = []\nwhile True:\n"
+            "    kept.append(bytearray(1 << 16))\n    time.sleep(0.01)\n"
+        ),
+    ]
+    client = nbclient.NotebookClient(
+        notebook,
+        timeout=int(deadline(20)),
+        kernel_name="python3",
+        resources={"metadata": {"path": str(tmp_path)}},
+        allow_errors=True,
+        interrupt_on_timeout=True,
+    )
+    client.execute(env=child_env())
+    stopped = notebook.cells[1]
+    assert any(o.get("ename") == "KeyboardInterrupt" for o in stopped.outputs), stopped.outputs
+    assert "<svg" in html_of(stopped)
+    profile = load_profile(tmp_path / "stopped.memsight")
+    assert profile.sample_count > 10 and profile.damaged is None
