@@ -32,31 +32,56 @@ class PollResult:
     finished: ExitStatus | None
 
 
-class RunController:
-    local = True  # the run is a process here: input can be sent, its pid looked at
-    error_title = "The recording failed"
+class LiveController:
+    """What the session polls, for any kind of run: a profile fed from a reader thread, and
+    whether that thread has ended (then the run is reported finished, once)."""
 
-    def __init__(self, spec: RunSpec, out_path: Path, attach_pid: int | None = None) -> None:
-        """`attach_pid`: record that running process (described by `spec`) instead of
-        launching `spec`; Stop then detaches, and the process goes on."""
-        self.spec = spec
+    def __init__(self, out_path: Path) -> None:
         self.out_path = out_path
-        self.attach_pid = attach_pid
-        # The script's stdin is the app's input line only for a run the app launched.
-        self.takes_input = attach_pid is None
         self.live = LiveProfile()
         # The file the run is written to names it (in an exported report too) from the start.
         self.live.profile.source = str(out_path)
-        self.host: subprocess.Popen[bytes] | None = None
         self.error: str | None = None
         self.stopping = False
-        self._reader: threading.Thread | None = None
         self._done = threading.Event()
         self._reported = False
 
     @property
     def profile(self) -> Profile:
         return self.live.profile
+
+    @property
+    def running(self) -> bool:
+        return not self._done.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._done.wait(timeout)
+
+    def poll(self) -> PollResult:
+        frames = self.live.drain()
+        finished = None
+        if self._done.is_set() and not self._reported:
+            frames += self.live.drain()
+            info = self.profile.info
+            finished = ExitStatus(info.exit_code, info.signal)
+            self._reported = True
+        return PollResult(frames, finished)
+
+
+class RunController(LiveController):
+    local = True  # the run is a process here: input can be sent, its pid looked at
+    error_title = "The recording failed"
+
+    def __init__(self, spec: RunSpec, out_path: Path, attach_pid: int | None = None) -> None:
+        """`attach_pid`: record that running process (described by `spec`) instead of
+        launching `spec`; Stop then detaches, and the process goes on."""
+        super().__init__(out_path)
+        self.spec = spec
+        self.attach_pid = attach_pid
+        # The script's stdin is the app's input line only for a run the app launched.
+        self.takes_input = attach_pid is None
+        self.host: subprocess.Popen[bytes] | None = None
+        self._reader: threading.Thread | None = None
 
     def start(self) -> None:
         """Start the recording process; raises OSError when the run cannot be launched."""
@@ -116,20 +141,3 @@ class RunController:
     def close_input(self) -> None:
         """End of file on the script's stdin (Ctrl+D)."""
         self._send(b"eof")
-
-    @property
-    def running(self) -> bool:
-        return not self._done.is_set()
-
-    def wait(self, timeout: float | None = None) -> bool:
-        return self._done.wait(timeout)
-
-    def poll(self) -> PollResult:
-        frames = self.live.drain()
-        finished = None
-        if self._done.is_set() and not self._reported:
-            frames += self.live.drain()
-            info = self.profile.info
-            finished = ExitStatus(info.exit_code, info.signal)
-            self._reported = True
-        return PollResult(frames, finished)

@@ -13,36 +13,23 @@ import threading
 from datetime import datetime
 from pathlib import Path
 
-from memsight.app.controller import PollResult
-from memsight.profiler.launch.spec import ExitStatus
-from memsight.profiler.profile.live import LiveProfile
-from memsight.profiler.profile.model import Profile
+from memsight.app.controller import LiveController
 from memsight.profiler.profile.storage import ProfileError, compact_profile
 from memsight.profiler.remote.client import CopyNamedByRun, StreamClient, StreamError
 
 
-class RemoteController:
+class RemoteController(LiveController):
     local = False  # no process here: no input to send, no pid to look at
     takes_input = False
     error_title = "The connection failed"
 
     def __init__(self, host: str, port: int, token: str, out_path: Path) -> None:
-        self.out_path = out_path
-        self.live = LiveProfile()
-        self.live.profile.source = str(out_path)
+        super().__init__(out_path)
         self.notes: list[str] = []  # "lost; reconnecting", "reconnected at byte N"
         self.client = StreamClient(host, port, token, say=self.notes.append)
         self.copy = CopyNamedByRun(
             out_path, out_path.parent, datetime.now(), lambda _p: None, self.live
         )
-        self.error: str | None = None
-        self.stopping = False
-        self._done = threading.Event()
-        self._reported = False
-
-    @property
-    def profile(self) -> Profile:
-        return self.live.profile
 
     @property
     def address(self) -> str:
@@ -79,23 +66,6 @@ class RemoteController:
         """As send_input."""
 
     @property
-    def running(self) -> bool:
-        return not self._done.is_set()
-
-    @property
     def ended(self) -> bool:
         """The served run's end arrived (not only the watching's)."""
         return self.client.ended
-
-    def wait(self, timeout: float | None = None) -> bool:
-        return self._done.wait(timeout)
-
-    def poll(self) -> PollResult:
-        frames = self.live.drain()
-        finished = None
-        if self._done.is_set() and not self._reported:
-            frames += self.live.drain()
-            info = self.profile.info
-            finished = ExitStatus(info.exit_code, info.signal)
-            self._reported = True
-        return PollResult(frames, finished)

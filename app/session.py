@@ -82,26 +82,19 @@ class RunSession(QObject):
 
     def start(self, spec: RunSpec, out: Path) -> bool:
         """Start recording `spec` into `out`; False (after `failed`) when it cannot start."""
-        if self.running:
-            return False
-        controller = RunController(spec, out)
-        try:
-            controller.start()
-        except OSError as exc:
-            self.failed.emit("Cannot start the run", f"{spec.python}: {exc.strerror or exc}")
-            return False
-        self._begin(controller, out)
-        return True
+        return self._launch(RunController(spec, out), out, "Cannot start the run")
 
     def attach(self, spec: RunSpec, pid: int, out: Path) -> bool:
         """Record the running process `pid` (described by `spec`) into `out`; Stop detaches."""
+        return self._launch(RunController(spec, out, attach_pid=pid), out, "Cannot attach")
+
+    def _launch(self, controller: RunController, out: Path, failure: str) -> bool:
         if self.running:
             return False
-        controller = RunController(spec, out, attach_pid=pid)
         try:
             controller.start()
         except OSError as exc:
-            self.failed.emit("Cannot attach", f"{spec.python}: {exc.strerror or exc}")
+            self.failed.emit(failure, f"{controller.spec.python}: {exc.strerror or exc}")
             return False
         self._begin(controller, out)
         return True

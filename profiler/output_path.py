@@ -27,6 +27,7 @@ import sys
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 STDOUT = "-"
 
@@ -51,6 +52,16 @@ class OutputTarget:
     @property
     def stdout(self) -> bool:
         return self.path == STDOUT
+
+
+def unused_path(path: Path) -> Path:
+    """`path`, or the first of PATH~1, PATH~2, ... (before the suffix) that does not exist:
+    a default name never replaces an earlier profile."""
+    n = 1
+    while path.exists():
+        path = path.with_name(f"{path.stem.rsplit('~', 1)[0]}~{n}{path.suffix}")
+        n += 1
+    return path
 
 
 def output_target(path: str | os.PathLike[str]) -> OutputTarget:

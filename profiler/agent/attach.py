@@ -17,21 +17,11 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
-from .client import Agent
-
-PRIVATE_NAME = "_memsight_profiler"
+from .client import make_agent
 
 
 def attach(config_json: str) -> Optional[Any]:
     """Connect to the recorder named in `config_json` and start recording; the Agent."""
-    config = json.loads(config_json)
-    agent = Agent(
-        host=str(config.get("host", "127.0.0.1")),
-        port=int(config["port"]),
-        token=str(config["token"]),
-        interval_s=max(float(config.get("interval_ms", 10)) / 1000.0, 0.0005),
-        hooks=bool(config.get("hooks", True)),
-        census=str(config.get("census", "auto")),
-    )
+    agent = make_agent(json.loads(config_json))
     agent.start_attached()
     return agent

@@ -42,7 +42,16 @@ MAX_CMDLINE_ARGS = 64
 
 
 def start_agent(config: Dict[str, Any]) -> "Agent":
-    agent = Agent(
+    """The agent of a process memsight launched, started before the script's first line."""
+    agent = make_agent(config)
+    agent.start()
+    return agent
+
+
+def make_agent(config: Dict[str, Any]) -> "Agent":
+    """An agent connected to the recorder that `config` (the launch's, or an attach's)
+    names; not started."""
+    return Agent(
         host=str(config.get("host", "127.0.0.1")),
         port=int(config["port"]),
         token=str(config["token"]),
@@ -54,8 +63,6 @@ def start_agent(config: Dict[str, Any]) -> "Agent":
         if isinstance(config.get("snapshot_dir"), str)
         else None,
     )
-    agent.start()
-    return agent
 
 
 class Agent(Outbox):
@@ -137,18 +144,23 @@ class Agent(Outbox):
             raise
         return sock
 
-    def start(self) -> None:
-        if self.hooks and "torch" in sys.modules:
-            # Imported before the script (a sitecustomize, say): instrument it now, still in
-            # the main thread and before any of the script's code runs.
+    def _start_hooks(self) -> None:
+        """The PyTorch instrumentation (now, or as torch is imported) and the monitoring."""
+        if not self.hooks:
+            return
+        if "torch" in sys.modules:
+            # Imported already (before the script: a sitecustomize; before an attach: the
+            # program's own import): instrument it now, in this thread.
             self._torch_imported(sys.modules["torch"])
-        elif self.hooks:
+        else:
             from .imports import TorchImportWatcher
 
             self._watcher = TorchImportWatcher(self._torch_imported)
             self._watcher.install()
-        if self.hooks:
-            self._start_monitoring()
+        self._start_monitoring()
+
+    def start(self) -> None:
+        self._start_hooks()
         assert self._thread is not None
         self._thread.start()
         import atexit
@@ -460,15 +472,7 @@ class Agent(Outbox):
         back out cleanly (os._exit, the wait functions, threading's exit callbacks, the
         environment of children): the recorder sees the end of the process from outside."""
         self.attached = True
-        if self.hooks and "torch" in sys.modules:
-            self._torch_imported(sys.modules["torch"])
-        elif self.hooks:
-            from .imports import TorchImportWatcher
-
-            self._watcher = TorchImportWatcher(self._torch_imported)
-            self._watcher.install()
-        if self.hooks:
-            self._start_monitoring()
+        self._start_hooks()
         assert self._thread is not None
         self._thread.start()
         import atexit

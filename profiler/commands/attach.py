@@ -24,6 +24,7 @@ from memsight.profiler.command_line import ArgumentParser, UsageError
 from memsight.profiler.launch.preflight import InvalidSetting, census_from_text, interval_from_text
 from memsight.profiler.launch.running import NotAttachable, attached_spec, python_process
 from memsight.profiler.launch.spec import DEFAULT_INTERVAL_MS, default_profile_name
+from memsight.profiler.output_path import unused_path
 from memsight.profiler.terminal_text import terminal_safe
 from memsight.profiler.typed_values import number_between
 
@@ -118,7 +119,7 @@ def cmd_attach(argv: Sequence[str]) -> int:
     except InvalidSetting as exc:
         raise UsageError(exc.problem.message) from None
     spec = attached_spec(exe, process_argv, cwd, interval_ms, not options.no_inject, census)
-    out = Path(options.out) if options.out else _free_path(Path(default_profile_name(spec)))
+    out = Path(options.out) if options.out else unused_path(Path(default_profile_name(spec)))
 
     def say(message: str) -> None:
         if not options.quiet:
@@ -179,11 +180,3 @@ def _give_up(recording: Recording, out: Path) -> None:
     recording.wait()
     with contextlib.suppress(OSError):
         out.unlink()
-
-
-def _free_path(path: Path) -> Path:
-    n = 1
-    while path.exists():
-        path = path.with_name(f"{path.stem.rsplit('~', 1)[0]}~{n}{path.suffix}")
-        n += 1
-    return path

@@ -39,6 +39,7 @@ from memsight.profiler.launch.spec import (
     RunSpec,
     default_profile_name,
 )
+from memsight.profiler.output_path import unused_path
 from memsight.profiler.profile.storage import ProfileError, load_profile
 from memsight.profiler.profile.summary import sampling_behind_text, sampling_pace, summarize
 from memsight.profiler.terminal_text import terminal_safe
@@ -298,12 +299,7 @@ def _out_path(spec: RunSpec, out: str | None) -> Path:
         if target.stdout:  # the target's own output goes there
             raise UsageError("--out: - is the target's standard output; name a file")
         return Path(out)
-    path = Path(default_profile_name(spec))
-    n = 1
-    while path.exists():
-        path = path.with_name(f"{path.stem.rsplit('~', 1)[0]}~{n}{path.suffix}")
-        n += 1
-    return path
+    return unused_path(Path(default_profile_name(spec)))
 
 
 def _in_terminal_foreground() -> bool:

@@ -27,6 +27,7 @@ import memsight
 from memsight.profiler.launch.preflight import census_from_text
 from memsight.profiler.launch.runtime import recorder_host_command
 from memsight.profiler.launch.spec import DEFAULT_INTERVAL_MS, RunSpec, spec_to_json
+from memsight.profiler.output_path import unused_path
 
 START_TIMEOUT_S = 60.0  # the recording process' start (imports numpy and psutil)
 END_TIMEOUT_S = 120.0  # the profile's close and compaction
@@ -186,9 +187,4 @@ def _default_name() -> str:
     stem = Path(script).stem if script and not script.startswith("-") else ""
     if not stem or "ipykernel" in script or stem == "__main__":
         stem = "python"
-    path = Path(f"{stem}-{datetime.now().strftime('%Y%m%d-%H%M%S')}.memsight")
-    n = 1
-    while path.exists():
-        path = path.with_name(f"{path.stem.rsplit('~', 1)[0]}~{n}{path.suffix}")
-        n += 1
-    return str(path)
+    return str(unused_path(Path(f"{stem}-{datetime.now().strftime('%Y%m%d-%H%M%S')}.memsight")))

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from memsight.profiler import protocol
+from memsight.profiler.output_path import unused_path
 from memsight.profiler.profile.header import FILE_HEADER
 from memsight.profiler.profile.live import LiveProfile
 from memsight.profiler.remote import wire
@@ -252,9 +253,4 @@ def _default_path(folder: Path, run: dict[str, Any], now: datetime) -> Path:
     else:
         name = "remote"
     stamp = now.strftime("%Y%m%d-%H%M%S")
-    path = folder / f"{name or 'remote'}-{stamp}.memsight"
-    n = 1
-    while path.exists():
-        path = path.with_name(f"{path.stem.rsplit('~', 1)[0]}~{n}{path.suffix}")
-        n += 1
-    return path
+    return unused_path(folder / f"{name or 'remote'}-{stamp}.memsight")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,50 +13,25 @@ from memsight.app.mainwindow import MainWindow
 from memsight.profiler.profile.storage import load_profile
 from tests.gui.support import RUN_TIMEOUT_MS, wait_until_settled
 from tests.load import deadline
-from tests.support import child_env, memsight_command, write_script
+from tests.served import Served, served_run
 
 pytestmark = pytest.mark.slow  # a real served run
 
-SCRIPT = """\
-import os, sys, time
-kept = []
-while not os.path.exists("stop"):
-    kept.append(bytearray(64 << 10))
-    time.sleep(0.01)
-print("served run ends", flush=True)
-sys.exit(3)
-"""
-
 
 @pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str, int, str]]:
-    write_script(tmp_path, "train.py", SCRIPT)
-    process = subprocess.Popen(
-        memsight_command("run", "-q", "--serve", "0", "-o", "served.memsight", "train.py"),
-        cwd=tmp_path,
-        env=child_env(),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stderr is not None
-    match = re.match(r"memsight: serving on (\S+):(\d+) \(token (\S+)\)", process.stderr.readline())
-    assert match
-    yield process, match[1], int(match[2]), match[3]
-    (tmp_path / "stop").write_text("")
-    process.wait(timeout=deadline(60))
-    process.stderr.close()
+def served(tmp_path: Path) -> Iterator[Served]:
+    with served_run(tmp_path) as run:
+        yield run
 
 
 def test_a_served_run_shows_live_and_its_end_arrives_with_a_copy_kept(
     qtbot: QtBot,
     window: MainWindow,
     tmp_path: Path,
-    served: tuple[subprocess.Popen[str], str, int, str],
+    served: Served,
 ) -> None:
-    process, host, port, token = served
-    assert window.watch_served_run(host, port, token)
+    host, port = served.host_and_port
+    assert window.watch_served_run(host, port, served.token)
     live = window.profile
     assert live is not None
     qtbot.waitUntil(lambda: live.sample_count >= 30, timeout=RUN_TIMEOUT_MS)
@@ -67,7 +40,7 @@ def test_a_served_run_shows_live_and_its_end_arrives_with_a_copy_kept(
     assert f"{host}:{port}" in window.windowTitle()
     (tmp_path / "stop").write_text("")
     wait_until_settled(qtbot, window)
-    assert process.wait(timeout=deadline(60)) == 3
+    assert served.process.wait(timeout=deadline(60)) == 3
     shown = window.profile
     assert shown is not None and shown.info.exit_code == 3
     original = load_profile(tmp_path / "served.memsight")
@@ -82,14 +55,14 @@ def test_a_wrong_token_says_so_and_the_served_run_goes_on(
     qtbot: QtBot,
     window: MainWindow,
     tmp_path: Path,
-    served: tuple[subprocess.Popen[str], str, int, str],
+    served: Served,
 ) -> None:
-    process, host, port, _token = served
+    host, port = served.host_and_port
     window.watch_served_run(host, port, "wrong")
     qtbot.waitUntil(lambda: window.error_box is not None, timeout=RUN_TIMEOUT_MS)
     assert window.error_box is not None
     assert "wrong token" in window.error_box.text() + window.error_box.informativeText()
-    assert process.poll() is None  # still recording
+    assert served.process.poll() is None  # still recording
 
 
 def test_the_dialog_reads_the_address_and_says_what_is_wrong(

@@ -4,71 +4,26 @@ viewers, a dropped connection, a wrong token."""
 from __future__ import annotations
 
 import contextlib
-import re
 import socket
 import subprocess
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from memsight.profiler.profile.storage import load_profile
 from tests.load import deadline
+from tests.served import Served, served_run
 from tests.support import child_env, memsight_command, one_line, wait_until, write_script
 
 pytestmark = pytest.mark.slow  # real runs in subprocesses
 
-# A training-like loop that goes on until the test says stop (a file appears), then exits 3.
-SCRIPT = """\
-import os, sys, time
-kept = []
-step = 0
-while not os.path.exists("stop"):
-    kept.append(bytearray(64 << 10))
-    step += 1
-    time.sleep(0.01)
-print("steps", step, flush=True)
-sys.exit(3)
-"""
-SERVING = re.compile(r"memsight: serving on (\S+) \(token (\S+)\)")
-
-
-@dataclass
-class Served:
-    process: subprocess.Popen[str]
-    address: str
-    token: str
-    profile: Path
-    folder: Path
-
-    def stop(self) -> int:
-        (self.folder / "stop").write_text("")
-        return self.process.wait(timeout=deadline(60))
-
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[Served]:
-    write_script(tmp_path, "train.py", SCRIPT)
-    profile = tmp_path / "served.memsight"
-    process = subprocess.Popen(
-        memsight_command("run", "-q", "--serve", "0", "-o", profile, "train.py"),
-        cwd=tmp_path,
-        env=child_env(),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stderr is not None
-    first = process.stderr.readline()  # printed with -q too: viewers need it
-    match = SERVING.match(first)
-    assert match, first
-    yield Served(process, match[1], match[2], profile, tmp_path)
-    (tmp_path / "stop").write_text("")
-    process.wait(timeout=deadline(60))
-    process.stderr.close()
+    with served_run(tmp_path) as run:
+        yield run
 
 
 def connect(
@@ -169,9 +124,8 @@ class DroppingRelay:
 
 
 def test_several_viewers_and_one_that_drops_all_get_the_same_profile(served: Served) -> None:
-    host, port = served.address.rsplit(":", 1)
     wait_until(lambda: samples_in(served.profile) >= 20, 60, "20 samples served")
-    relay = DroppingRelay((host, int(port)), cut_after=3000)  # mid-frame, past the handshake
+    relay = DroppingRelay(served.host_and_port, cut_after=3000)  # mid-frame, past the handshake
     steady = connect(served, "-o", "steady.memsight")
     flaky = connect(served, "-o", "flaky.memsight", address=f"127.0.0.1:{relay.port}")
     wait_until(lambda: relay.connections >= 2, 60, "the flaky viewer to reconnect")
