@@ -17,11 +17,15 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
-from .client import make_agent
+from .client import make_agent, recording_agent
 
 
 def attach(config_json: str) -> Optional[Any]:
-    """Connect to the recorder named in `config_json` and start recording; the Agent."""
+    """Connect to the recorder named in `config_json` and start recording; the Agent.
+    Raises RuntimeError in a process that an agent records already (the hooks would run
+    twice); its recording has it all."""
+    if recording_agent() is not None:
+        raise RuntimeError("memsight records this process already (memsight run, or an attach)")
     agent = make_agent(json.loads(config_json))
     agent.start_attached()
     return agent

@@ -40,6 +40,20 @@ CONNECT_TIMEOUT_S = 10.0
 FORK_CONNECT_TIMEOUT_S = 2.0
 MAX_CMDLINE_ARGS = 64
 
+# The agent recording this process, if one does: a second one (an attach to a process that
+# memsight launched, memsight.record inside `memsight run`) would instrument it twice.
+active: Optional["Agent"] = None
+
+
+def recording_agent() -> Optional["Agent"]:
+    """The agent that records this process now, under any of the agent's names."""
+    for name in ("_memsight_profiler.agent.client", "memsight.profiler.agent.client"):
+        module = sys.modules.get(name)
+        agent = getattr(module, "active", None) if module is not None else None
+        if agent is not None and not agent.detached and not agent._closed:
+            return agent  # type: ignore[no-any-return]
+    return None
+
 
 def start_agent(config: Dict[str, Any]) -> "Agent":
     """The agent of a process memsight launched, started before the script's first line."""
@@ -160,6 +174,8 @@ class Agent(Outbox):
         self._start_monitoring()
 
     def start(self) -> None:
+        global active
+        active = self
         self._start_hooks()
         assert self._thread is not None
         self._thread.start()
@@ -471,6 +487,8 @@ class Agent(Outbox):
         monitoring and the thread, each undone by detach(). Not the parts that cannot be taken
         back out cleanly (os._exit, the wait functions, threading's exit callbacks, the
         environment of children): the recorder sees the end of the process from outside."""
+        global active
+        active = self
         self.attached = True
         self._start_hooks()
         assert self._thread is not None
@@ -484,6 +502,9 @@ class Agent(Outbox):
         if self.detached:
             return
         self.detached = True
+        global active
+        if active is self:
+            active = None
         import atexit
 
         atexit.unregister(self._at_exit)

@@ -83,8 +83,15 @@ class record(ContextDecorator):  # a function to its users: `with memsight.recor
         return record(self._out, census=self.census, interval_ms=self.interval_ms, hooks=self.hooks)
 
     def __enter__(self) -> record:
+        from memsight.profiler.agent.client import recording_agent
+
         if record._active is not None:
             raise RecordError("a memsight recording of this process is already running")
+        if recording_agent() is not None:
+            raise RecordError(
+                "memsight records this process already (memsight run, or an attach): its "
+                "profile has this block too"
+            )
         self.path = (self._out or Path(_default_name())).absolute()
         self._folder = tempfile.mkdtemp(prefix="memsight-record-")
         config_file = os.path.join(self._folder, "agent.json")

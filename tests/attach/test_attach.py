@@ -236,3 +236,31 @@ def test_ptrace_refused_is_one_line_saying_how_to_allow_it(
     assert "--no-inject" in error[0]
     assert not (tmp_path / "p.memsight").exists()
     assert training.poll() is None
+
+
+@needs_gdb
+def test_a_process_memsight_records_already_gets_no_second_agent(tmp_path: Path) -> None:
+    write_script(
+        tmp_path,
+        "loop.py",
+        "import os, time\nprint(os.getpid(), flush=True)\n"
+        "while not os.path.exists('stop'):\n    time.sleep(0.01)\n",
+    )
+    running = subprocess.Popen(
+        memsight_command("run", "-q", "-o", "run.memsight", "loop.py"),
+        cwd=tmp_path,
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert running.stdout is not None
+        pid = int(running.stdout.readline())
+        done = attach(tmp_path, str(pid), "--duration", "1", "-o", "second.memsight")
+        assert done.returncode == 0, done.stderr
+        assert "memsight records this process already" in done.stderr, done.stderr
+        assert "recording from outside only" in done.stderr
+    finally:
+        (tmp_path / "stop").write_text("")
+        running.communicate(timeout=deadline(60))
+    assert running.returncode == 0

@@ -12,7 +12,7 @@ import pytest
 import memsight
 from memsight.profiler.profile.storage import load_profile
 from tests.load import deadline
-from tests.support import child_env, run_cli, write_script
+from tests.support import child_env, memsight_command, run_cli, write_script
 
 pytestmark = pytest.mark.slow  # real programs with torch
 
@@ -147,3 +147,29 @@ def test_the_public_api_is_what_all_names() -> None:
         "record",
     }
     assert memsight.record.__doc__ and "with memsight.record" in memsight.record.__doc__
+
+
+def test_inside_memsight_run_a_block_is_not_recorded_twice(tmp_path: Path) -> None:
+    write_script(
+        tmp_path,
+        "inner.py",
+        """\
+        import memsight
+        try:
+            with memsight.record("inner.memsight"):
+                pass
+        except memsight.RecordError as exc:
+            print("refused:", exc)
+        """,
+    )
+    done = subprocess.run(
+        [*memsight_command("run", "-q", "-o", "outer.memsight", "inner.py")],
+        cwd=tmp_path,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=deadline(300),
+    )
+    assert done.returncode == 0, done.stderr
+    assert "refused: memsight records this process already" in done.stdout
+    assert not (tmp_path / "inner.memsight").exists()
