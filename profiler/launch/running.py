@@ -31,17 +31,30 @@ def python_process(pid: int) -> tuple[str, list[str], str]:
         cwd = os.readlink(proc / "cwd")
         maps = (proc / "maps").read_text(errors="replace")
     except FileNotFoundError:
+        if proc.is_dir():  # there, but without a program: a kernel thread, or a zombie
+            raise NotAttachable(
+                f"pid {pid} is not a Python process (a kernel thread, or one that has exited)"
+            ) from None
         raise NotAttachable(f"pid {pid} exited during the attach") from None
     except PermissionError:
-        raise NotAttachable(
-            f"pid {pid} is another user's process: memsight attaches as its owner (or root)"
-        ) from None
+        raise NotAttachable(_denied(pid, proc)) from None
     except OSError as exc:
         raise NotAttachable(f"cannot read pid {pid}: {exc.strerror or exc}") from None
     argv = argv[:-1] if argv and argv[-1] == "" else argv
     if not (_PYTHON_EXE.search(os.path.basename(exe)) or "libpython" in maps):
         raise NotAttachable(f"pid {pid} ({os.path.basename(exe)}) is not a Python process")
     return exe, argv, cwd
+
+
+def _denied(pid: int, proc: Path) -> str:
+    """Why the process' /proc entries cannot be read: another user's, or protected."""
+    try:
+        owner = proc.stat().st_uid
+    except OSError:
+        owner = None
+    if owner is not None and owner != os.geteuid() and os.geteuid() != 0:
+        return f"pid {pid} is another user's process: memsight attaches as its owner (or root)"
+    return f"cannot read pid {pid}'s process: permission denied (a protected process)"
 
 
 def attached_spec(

@@ -264,3 +264,29 @@ def test_a_process_memsight_records_already_gets_no_second_agent(tmp_path: Path)
         (tmp_path / "stop").write_text("")
         running.communicate(timeout=deadline(60))
     assert running.returncode == 0
+
+
+def _kernel_thread() -> int | None:
+    """A pid whose /proc entry has no program (a kernel thread), if one is visible here."""
+    import os
+
+    for entry in sorted(Path("/proc").iterdir(), key=lambda p: p.name):
+        if not entry.name.isdigit():
+            continue
+        try:
+            os.readlink(entry / "exe")
+        except FileNotFoundError:
+            if (entry / "cmdline").read_bytes() == b"":
+                return int(entry.name)
+        except OSError:
+            continue
+    return None
+
+
+def test_a_kernel_thread_is_not_taken_for_a_process_that_exited(tmp_path: Path) -> None:
+    pid = _kernel_thread()
+    if pid is None:
+        pytest.skip("no kernel thread is visible in this container's /proc")
+    done = attach(tmp_path, str(pid))
+    assert done.returncode == 2 and one_line(done.stderr)
+    assert "is not a Python process (a kernel thread" in done.stderr, done.stderr
