@@ -21,9 +21,11 @@ from types import FrameType
 
 from memsight.profiler.command_line import ArgumentParser, UsageError
 from memsight.profiler.launch.spec import ExitStatus
+from memsight.profiler.output_path import OutputError, output_target
 from memsight.profiler.profile.storage import ProfileError, compact_profile, load_profile
 from memsight.profiler.remote.client import (
     RETRY_S,
+    CopyFailed,
     CopyNamedByRun,
     Refused,
     StreamClient,
@@ -34,6 +36,7 @@ from memsight.profiler.terminal_text import terminal_safe
 
 TOKEN_ENV = "MEMSIGHT_TOKEN"
 NOT_ENDED = 1  # the exit status when the run's end never arrived
+COPY_FAILED = 1  # ... and when the local copy could not be written
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=(
             "exit status: the run's own exit status once it has ended (as `memsight run`); 2 "
             "when the server cannot be reached or refuses (a wrong token); 1 when the "
-            "connection was lost for good before the run ended (the copy keeps what came)."
+            "connection was lost for good before the run ended (the copy keeps what came), or "
+            "when the copy cannot be written (a full disk)."
         ),
     )
     parser.add_argument("address", metavar="[HOST:]PORT", help="where the run is served")
@@ -85,6 +89,11 @@ def cmd_connect(argv: Sequence[str]) -> int:
         host, port = parse_address(options.address)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    if options.out is not None:
+        try:
+            output_target(options.out)
+        except OutputError as exc:
+            raise UsageError(f"--out: {exc.problem}") from None
     token = options.token or os.environ.get(TOKEN_ENV)
     if not token:
         raise UsageError(f"--token is required (or ${TOKEN_ENV}): the server printed it")
@@ -128,6 +137,9 @@ def cmd_connect(argv: Sequence[str]) -> int:
     finally:
         signal.signal(signal.SIGINT, previous)
     path = sink.close()
+    if failure and isinstance(failure[0], CopyFailed):  # as an output a command cannot write
+        sys.stderr.write(f"memsight: error: connect: {terminal_safe(str(failure[0]))}\n")
+        return COPY_FAILED
     # Nothing received, or refused (a wrong token): the one line of a usage error, status 2.
     if failure and (client.offset == 0 or isinstance(failure[0], Refused)):
         raise UsageError(f"connect: {failure[0]}")

@@ -34,8 +34,16 @@ class StreamError(Exception):
     """The stream cannot be received: one line says why."""
 
 
-class Refused(StreamError):
-    """The server said no (a wrong token, another run): trying again will not help."""
+class Fatal(StreamError):
+    """Trying again will not help: the receiving ends."""
+
+
+class Refused(Fatal):
+    """The server said no (a wrong token, another run)."""
+
+
+class CopyFailed(Fatal):
+    """The local copy cannot be written (a full disk, a folder that went away)."""
 
 
 class StreamClient:
@@ -84,7 +92,7 @@ class StreamClient:
                 return
             try:
                 self._receive_once(sink)
-            except Refused:
+            except Fatal:
                 raise
             except StreamError as exc:
                 if time.monotonic() - lost_at > self.retry_s:
@@ -139,7 +147,10 @@ class StreamClient:
             data = _exactly(sock, size)
             if data is None:
                 return  # cut inside a chunk: that chunk comes again after the reconnection
-            sink(data)
+            try:
+                sink(data)
+            except OSError as exc:
+                raise CopyFailed(f"cannot write the copy: {exc.strerror or exc}") from None
             self.offset += size
 
 

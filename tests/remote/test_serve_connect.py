@@ -173,3 +173,13 @@ def test_connect_to_nothing_says_so_in_one_line(tmp_path: Path) -> None:
     )
     assert result.returncode == 2 and one_line(result.stderr), result.stderr
     assert "cannot connect" in result.stderr
+
+
+def test_a_copy_that_cannot_be_written_ends_the_viewer_in_one_line(served: Served) -> None:
+    # /dev/full takes the open and refuses every write: as a disk that filled up.
+    viewer = connect(served, "-o", "/dev/full")
+    _, err = viewer.communicate(timeout=deadline(60))
+    assert viewer.returncode == 1, err
+    errors = [line for line in err.splitlines() if line.startswith("memsight: error:")]
+    assert errors == ["memsight: error: connect: cannot write the copy: No space left on device"]
+    assert served.process.poll() is None  # the run is not the viewer's to end
