@@ -516,6 +516,8 @@ class Recording:
             self.event("exit", t=exited, exit_code=self.status.exit_code, signal=self.status.signal)
         self.target.end_orphans()
         for ident in self.tree.final_check():
+            if detached:  # the process goes on, and its children with it: as they should
+                break
             self.event(
                 "warning", message=f"child process {ident.pid} ({ident.name}) outlived the target"
             )

@@ -290,3 +290,30 @@ def test_a_kernel_thread_is_not_taken_for_a_process_that_exited(tmp_path: Path) 
     done = attach(tmp_path, str(pid))
     assert done.returncode == 2 and one_line(done.stderr)
     assert "is not a Python process (a kernel thread" in done.stderr, done.stderr
+
+
+def test_after_a_detach_the_childrens_going_on_is_no_warning(tmp_path: Path) -> None:
+    write_script(
+        tmp_path,
+        "parent.py",
+        "import os, subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+        "print('ready', flush=True)\n"
+        "while not os.path.exists('stop'):\n    time.sleep(0.01)\n"
+        "child.kill(); child.wait()\n",
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "parent.py"], cwd=tmp_path, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert parent.stdout is not None and parent.stdout.readline() == "ready\n"
+        done = attach(
+            tmp_path, str(parent.pid), "--no-inject", "--duration", "1", "-o", "c.memsight"
+        )
+        assert done.returncode == 0, done.stderr
+        profile = load_profile(tmp_path / "c.memsight")
+        assert len(profile.children) == 1  # the child was recorded, from outside
+        assert not any("outlived" in warning for warning in profile.warnings), profile.warnings
+    finally:
+        (tmp_path / "stop").write_text("")
+        parent.communicate(timeout=deadline(60))
