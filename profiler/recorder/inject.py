@@ -25,6 +25,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,7 +137,13 @@ def start_agent(
         recording.watch_gpus_from_outside()
         return loader
     assert recording.server is not None
-    if recording.server.connected.wait(AGENT_WAIT_S):
+    # Until the agent says hello, its loader reports a failure, or the time is up.
+    deadline = time.monotonic() + AGENT_WAIT_S
+    connected = recording.server.connected
+    while not connected.wait(0.05) and not loader.failure() and time.monotonic() < deadline:
+        if not recording.target.poll():
+            break
+    if connected.is_set():
         say(f"the agent is running in pid {pid} (started through {way})")
     elif loader.failure():
         warn(f"the agent failed in pid {pid}: {loader.failure()}; recording from outside only")
