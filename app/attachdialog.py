@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 
 import psutil
 from PySide6.QtCore import QSortFilterProxyModel, Qt
@@ -21,9 +20,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from memsight.profiler.launch.running import is_python_program
 from memsight.profiler.units import format_bytes
 
-PYTHON = re.compile(r"python[0-9.]*[a-z]?$")
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 PID_ROLE = Qt.ItemDataRole.UserRole + 2
 # memsight's own processes are never offered: the app, and its recording processes.
@@ -46,14 +45,14 @@ def python_processes() -> list[tuple[int, int, str]]:
         if info["pid"] == me or info["username"] != mine:
             continue
         exe, cmdline = info.get("exe") or "", info.get("cmdline") or []
-        program = os.path.basename(exe) or os.path.basename(cmdline[0] if cmdline else "")
-        if not PYTHON.search(program):
+        program = exe or (cmdline[0] if cmdline else "")
+        if not is_python_program(program):
             continue
         line = " ".join(cmdline)
         if any(own in line for own in OWN):
             continue
         rss = info["memory_info"].rss if info.get("memory_info") is not None else 0
-        found.append((int(info["pid"]), int(rss), line or program))
+        found.append((int(info["pid"]), int(rss), line or os.path.basename(program)))
     return sorted(found, key=lambda row: -row[1])
 
 

@@ -15,6 +15,11 @@ from memsight.profiler.launch.spec import RunSpec
 _PYTHON_EXE = re.compile(r"python[0-9.]*[a-z]?$")
 
 
+def is_python_program(path: str) -> bool:
+    """Whether a program's path names a Python interpreter (python, python3.11, python3.13t)."""
+    return bool(_PYTHON_EXE.search(os.path.basename(path)))
+
+
 class NotAttachable(Exception):
     """One line: why this process cannot be attached to."""
 
@@ -41,7 +46,7 @@ def python_process(pid: int) -> tuple[str, list[str], str]:
     except OSError as exc:
         raise NotAttachable(f"cannot read pid {pid}: {exc.strerror or exc}") from None
     argv = argv[:-1] if argv and argv[-1] == "" else argv
-    if not (_PYTHON_EXE.search(os.path.basename(exe)) or "libpython" in maps):
+    if not (is_python_program(exe) or "libpython" in maps):
         raise NotAttachable(f"pid {pid} ({os.path.basename(exe)}) is not a Python process")
     return exe, argv, cwd
 
