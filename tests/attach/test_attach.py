@@ -14,7 +14,16 @@ import pytest
 
 from memsight.profiler.profile.storage import load_profile
 from tests.load import deadline
-from tests.support import child_env, memsight_command, one_line, run_cli, wait_until, write_script
+from tests.support import (
+    Completed,
+    child_env,
+    memsight_command,
+    one_line,
+    run_cli,
+    run_plain,
+    wait_until,
+    write_script,
+)
 
 pytestmark = pytest.mark.slow  # real processes, a debugger
 
@@ -82,16 +91,8 @@ def training(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
     process.communicate()
 
 
-def attach(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        memsight_command("attach", *args),
-        cwd=folder,
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=deadline(180),
-        stdin=subprocess.DEVNULL,
-    )
+def attach(folder: Path, *args: str, env: dict[str, str] | None = None) -> Completed:
+    return run_cli("attach", *args, cwd=folder, env=env, timeout=180)
 
 
 @needs_gdb
@@ -122,14 +123,7 @@ def test_a_running_training_is_recorded_through_its_agent_and_goes_on_unchanged(
     out, err = training.communicate(timeout=deadline(60))
     assert training.returncode == 0, err
     steps = len(out.splitlines()) - 1
-    reference = subprocess.run(
-        [sys.executable, "train.py"],
-        cwd=tmp_path,
-        env={**child_env(), "STEPS": str(steps)},
-        capture_output=True,
-        text=True,
-        timeout=deadline(120),
-    )
+    reference = run_plain(["train.py"], tmp_path, env={**child_env(), "STEPS": str(steps)})
     assert "ready\n" + out == reference.stdout
     assert out.splitlines()[-1].startswith("left [0, True, False")
 
@@ -197,14 +191,7 @@ def test_without_a_way_in_it_records_from_outside_and_says_so(
 ) -> None:
     # No gdb on PATH (only the interpreter's folder), before Python 3.14.
     env = {**child_env(), "PATH": str(Path(sys.executable).parent)}
-    done = subprocess.run(
-        memsight_command("attach", str(training.pid), "--duration", "2", "-o", "w.memsight"),
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=deadline(120),
-    )
+    done = attach(tmp_path, str(training.pid), "--duration", "2", "-o", "w.memsight", env=env)
     assert done.returncode == 0, done.stderr
     assert "gdb is not installed" in done.stderr and "recording from outside only" in done.stderr
     assert load_profile(tmp_path / "w.memsight").sample_count > 10
@@ -222,14 +209,7 @@ def test_ptrace_refused_is_one_line_saying_how_to_allow_it(
     gdb.write_text("#!/bin/sh\necho 'ptrace: Operation not permitted.' >&2\nexit 1\n")
     gdb.chmod(0o755)
     env = {**child_env(), "PATH": f"{tools}:{Path(sys.executable).parent}"}
-    done = subprocess.run(
-        memsight_command("attach", str(training.pid), "-o", "p.memsight"),
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=deadline(120),
-    )
+    done = attach(tmp_path, str(training.pid), "-o", "p.memsight", env=env)
     assert done.returncode == 2
     error = [line for line in done.stderr.splitlines() if line.startswith("memsight: error:")]
     assert len(error) == 1 and "ptrace_scope" in error[0] and "SYS_PTRACE" in error[0]

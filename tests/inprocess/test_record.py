@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import memsight
 from memsight.profiler.profile.storage import load_profile
-from tests.load import deadline
-from tests.support import child_env, memsight_command, run_cli, write_script
+from tests.support import run_cli, run_plain, write_script
 
 pytestmark = pytest.mark.slow  # real programs with torch
 
@@ -69,14 +66,7 @@ print("decorated", step(), step())
 
 def test_a_block_of_a_script_is_an_ordinary_profile_with_the_leak_named(tmp_path: Path) -> None:
     write_script(tmp_path, "train.py", LEAKY_SCRIPT)
-    done = subprocess.run(
-        [sys.executable, "train.py"],
-        cwd=tmp_path,
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=deadline(300),
-    )
+    done = run_plain(["train.py"], tmp_path, timeout=300)
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "saved block.memsight" in out
@@ -119,14 +109,8 @@ def test_under_pytest_a_test_records_its_block(tmp_path: Path) -> None:
             print("PROFILE", out)
         """,
     )
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "test_model.py"],
-        cwd=tmp_path,
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=deadline(300),
-    )
+    pytest_run = ["-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "test_model.py"]
+    done = run_plain(pytest_run, tmp_path, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     path = next(line.split(" ", 1)[1] for line in done.stdout.splitlines() if "PROFILE" in line)
     assert load_profile(Path(path)).sample_count > 0
@@ -162,14 +146,7 @@ def test_inside_memsight_run_a_block_is_not_recorded_twice(tmp_path: Path) -> No
             print("refused:", exc)
         """,
     )
-    done = subprocess.run(
-        [*memsight_command("run", "-q", "-o", "outer.memsight", "inner.py")],
-        cwd=tmp_path,
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=deadline(300),
-    )
+    done = run_cli("run", "-q", "-o", "outer.memsight", "inner.py", cwd=tmp_path, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "refused: memsight records this process already" in done.stdout
     assert not (tmp_path / "inner.memsight").exists()

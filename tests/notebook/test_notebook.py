@@ -9,7 +9,7 @@ import pytest
 
 from memsight.profiler.profile.storage import load_profile
 from tests.load import deadline
-from tests.support import child_env
+from tests.support import child_env, run_plain
 
 nbformat = pytest.importorskip("nbformat", reason="the test extra's notebook packages")
 nbclient = pytest.importorskip("nbclient", reason="the test extra's notebook packages")
@@ -99,19 +99,9 @@ def test_a_cell_with_a_leak_shows_the_chart_and_the_finding_and_leaves_no_hook(
 
 
 def test_in_a_terminal_ipython_the_cell_prints_the_report_text(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
     cell = "%%memsight --out terminal.memsight\nkept = [bytearray(1 << 20) for _ in range(50)]\n"
-    ipython = [sys.executable, "-m", "IPython", "--no-banner", "--colors=nocolor"]
-    done = subprocess.run(
-        [*ipython, "--ext", "memsight", "-c", cell],
-        cwd=tmp_path,
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=deadline(300),
-    )
+    ipython = ["-m", "IPython", "--no-banner", "--colors=nocolor", "--ext", "memsight"]
+    done = run_plain([*ipython, "-c", cell], tmp_path, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "memsight profile" in done.stdout and "Peaks" in done.stdout, done.stdout
     assert "<svg" not in done.stdout  # text, not the notebook's HTML
