@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from memsight.profiler import protocol
+from memsight.profiler.launch.spec import RunSpec, default_profile_name
 from memsight.profiler.output_path import unused_path
 from memsight.profiler.profile.header import FILE_HEADER
 from memsight.profiler.profile.live import LiveProfile
@@ -256,12 +257,12 @@ def _first_run_frame(stream: bytes) -> dict[str, Any] | None:
 
 
 def _default_path(folder: Path, run: dict[str, Any], now: datetime) -> Path:
+    """As `memsight run` names its profile (default_profile_name), from the served RUN."""
     module, script = run.get("module"), run.get("script")
     if isinstance(module, str) and module:
-        name = module.rsplit(".", 1)[-1]
-    elif isinstance(script, str) and script:
-        name = Path(script).stem
+        spec = RunSpec(target=module, module=True, cwd="", python="")
     else:
-        name = "remote"
-    stamp = now.strftime("%Y%m%d-%H%M%S")
-    return unused_path(folder / f"{name or 'remote'}-{stamp}.memsight")
+        spec = RunSpec(
+            target=script if isinstance(script, str) and script else "remote", cwd="", python=""
+        )
+    return unused_path(folder / default_profile_name(spec, now))
