@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -182,10 +183,7 @@ class record(ContextDecorator):  # a function to its users: `with memsight.recor
 
     def _cleanup(self) -> None:
         if self._folder is not None:
-            with contextlib.suppress(OSError):
-                for name in os.listdir(self._folder):
-                    os.unlink(os.path.join(self._folder, name))
-                os.rmdir(self._folder)
+            shutil.rmtree(self._folder, ignore_errors=True)
             self._folder = None
 
 
