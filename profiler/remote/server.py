@@ -30,6 +30,15 @@ MAX_VIEWERS = 64  # connected at once; more are refused with a reason
 DRAIN_S = 30.0  # how long the end of a run waits for connected viewers to get all of it
 
 
+def new_token() -> str:
+    """A fresh viewer token: 128 random bits as hex.
+
+    Hex, not URL-safe base64: one base64 token in 64 starts with "-", and
+    `memsight connect … --token -xyz` then reads it as an option.
+    """
+    return secrets.token_hex(16)
+
+
 class StreamServer:
     """Serves a profile file, as it is written, to viewers that know `token`.
 
@@ -48,7 +57,7 @@ class StreamServer:
         log: Callable[[str], None] | None = None,
     ) -> None:
         """Raises OSError when the address cannot be listened on."""
-        self.token = token or secrets.token_urlsafe(16)
+        self.token = token or new_token()
         self.stream_id = secrets.token_hex(8)
         self._available: Callable[[], int] = lambda: 0
         self._log = log or (lambda _line: None)

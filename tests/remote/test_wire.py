@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from memsight.profiler.commands.connect import build_parser
 from memsight.profiler.remote import wire
+from memsight.profiler.remote.server import new_token
 
 
 @pytest.mark.parametrize(
@@ -52,3 +54,13 @@ def test_a_line_is_read_to_its_end_and_no_further() -> None:
         wire.read_line(lambda _n: b"")
     with pytest.raises(wire.WireError):
         wire.read_line(lambda _n: b"a")  # never ends: cut at MAX_LINE
+
+
+def test_every_token_a_server_prints_is_read_back_by_connect_as_written() -> None:
+    # The server prints `--token TOKEN` for the user to paste: a token that starts with
+    # "-" would be read as an option (one URL-safe base64 token in 64 did).
+    parser = build_parser()
+    for _ in range(2000):
+        token = new_token()
+        options = parser.parse_args(["127.0.0.1:8765", "--token", token])
+        assert options.token == token
