@@ -72,6 +72,7 @@ def make_agent(config: Dict[str, Any]) -> "Agent":
         interval_s=max(float(config.get("interval_ms", 10)) / 1000.0, 0.0005),
         hooks=bool(config.get("hooks", True)),
         census=str(config.get("census", "auto")),
+        anatomy=str(config.get("anatomy", "auto")),
         cuda_history=int(config.get("cuda_history") or 0),
         snapshot_dir=config.get("snapshot_dir")
         if isinstance(config.get("snapshot_dir"), str)
@@ -90,6 +91,7 @@ class Agent(Outbox):
         interval_s: float,
         hooks: bool = True,
         census: str = "auto",
+        anatomy: str = "auto",
         cuda_history: int = 0,
         snapshot_dir: Optional[str] = None,
     ) -> None:
@@ -98,6 +100,7 @@ class Agent(Outbox):
         self.interval_s = interval_s
         self.hooks = hooks
         self.census = census  # census_schedule's mode: "auto", "never" or "every-N"
+        self.anatomy = anatomy  # anatomy.py's iteration: "auto", "off" or "N"
         self.instrumentation: Optional[Instrumentation] = None  # once torch is imported
         self._watcher: Any = None
         self._reader: Any = None
@@ -245,6 +248,8 @@ class Agent(Outbox):
         if self._ended:
             return
         self._ended = True
+        if self.instrumentation is not None:
+            self.instrumentation.send_anatomy()
         exc = self._uncaught()
         self.event("script_end", uncaught=exc is not None or self._process_failed)
 
@@ -337,6 +342,7 @@ class Agent(Outbox):
                 memory=context.memory_state() if context is not None else {},
             )
             if kind is not None and fresh and context is not None:
+                context.send_anatomy()
                 context.censuses.at_error(exc.__traceback__, known)
         except Exception as err:
             self.error("report_exception", err)

@@ -14,7 +14,9 @@ uninstalls; its jobs live in modules of their own, one mixin each:
   Module.zero_grad: steps.py);
 - transparency (transparency.py): the hooks kept out of copies, pickles, checkpoints,
   TorchScript and exports;
-- memory state and OOMs (memory.py).
+- memory state and OOMs (memory.py);
+- the anatomy of one iteration (anatomy.py): what each module saves for backward, and its
+  parameters, gradients and optimizer state.
 
 Mixins of one object rather than collaborators: the hooks are bound methods of this object,
 which copies as itself and refuses pickling (see __copy__), and they read each other's state at
@@ -38,6 +40,7 @@ import sys
 import threading
 from typing import Any, Callable, Dict, List, NoReturn, Optional, Tuple
 
+from .anatomy import AnatomyHooks
 from .census_schedule import (
     ITERATION_RANK,
     CensusSchedule,
@@ -55,7 +58,7 @@ _ABSENT = object()  # an attribute that a wrapper adds rather than replaces
 
 
 class Instrumentation(
-    SpanHooks, StepHooks, RootDiscovery, ModeWrappers, HookTransparency, MemoryState
+    SpanHooks, StepHooks, RootDiscovery, ModeWrappers, HookTransparency, MemoryState, AnatomyHooks
 ):
     """The hooks and wrappers on the script's torch, installed and uninstalled together."""
 
@@ -74,6 +77,7 @@ class Instrumentation(
         self._init_spans(torch)
         self._init_modes()
         self._init_memory()
+        self._init_anatomy(str(getattr(agent, "anatomy", "auto")))
         self._iteration_rank = len(ITERATION_RANK)  # the best kind of iteration seen so far
         # Reads the C heap between iterations (the agent's; a stand-in agent may lack it).
         self._heap_between_iterations: Optional[Callable[[], None]] = getattr(
@@ -108,9 +112,11 @@ class Instrumentation(
             "torch.nn.modules.module", "_has_any_global_hook", self._global_hook_wrapper
         )
         self._start_discovery()
+        self._start_anatomy()
 
     def uninstall(self) -> None:
         self._stop_discovery()
+        self._stop_anatomy()
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
@@ -166,4 +172,5 @@ class Instrumentation(
             self._iteration_rank = rank
             if self._heap_between_iterations is not None:
                 self._heap_between_iterations()
+        self._anatomy_at_boundary(kind, index)
         self.censuses.at_boundary(kind, index)

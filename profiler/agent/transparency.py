@@ -50,6 +50,8 @@ class HookTransparency:
     _discovery: List[Any]
     _suspend_discovery: Callable[[], None]
     _resume_discovery: Callable[[], None]
+    _suspend_anatomy: Callable[[], None]
+    _anatomy_global_hooks: Callable[[], List[Any]]
 
     def _is_ours(self, hook: Any) -> bool:
         return type(hook) is types.MethodType and hook.__self__ is self
@@ -180,6 +182,7 @@ class HookTransparency:
 
         def export(*args: Any, **kwargs: Any) -> Any:
             inst._suspend_discovery()
+            inst._suspend_anatomy()
             try:
                 return original(*args, **kwargs)
             finally:
@@ -192,7 +195,7 @@ class HookTransparency:
 
         def _has_any_global_hook() -> Any:
             result = original()
-            if result and inst._discovery:
+            if result and (inst._discovery or inst._anatomy_global_hooks()):
                 try:
                     return inst._other_global_hooks()
                 except Exception as exc:
@@ -204,7 +207,7 @@ class HookTransparency:
     def _other_global_hooks(self) -> bool:
         """Whether global module hooks other than discovery's are registered."""
         module = sys.modules["torch.nn.modules.module"]
-        ours = {handle.id for handle in self._discovery}
+        ours = {handle.id for handle in self._discovery + self._anatomy_global_hooks()}
         for name in ("_global_backward_pre_hooks", "_global_backward_hooks"):
             if getattr(module, name, None):
                 return True

@@ -27,6 +27,7 @@ from memsight.profiler.launch.preflight import (
     InvalidSetting,
     Problem,
     Setting,
+    anatomy_from_text,
     census_from_text,
     check_run,
     interval_from_text,
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
 MAX_CUDA_HISTORY = 10_000_000
 
 _RUN_VALUE_OPTIONS = {
-    "-o", "--out", "--interval-ms", "--python", "--ram-budget", "--census",
+    "-o", "--out", "--interval-ms", "--python", "--ram-budget", "--census", "--anatomy",
     "--fail-on", "--max-peak-ram", "--max-peak-gpu", "--baseline", "--max-growth", "--serve",
 }  # fmt: skip
 
@@ -113,6 +114,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="censuses of live tensors and what holds them, taken between iterations: auto "
         "(after 5 iterations, then at 10, 20, 40, ..., within 0.5%% of the run's time), never, "
         f"or every-N (every N iterations, N up to {MAX_CENSUS_EVERY:,}) (default: auto)",
+    )
+    parser.add_argument(
+        "--anatomy",
+        metavar="WHEN",
+        default="auto",
+        help="what each module's forward saves for backward, and its parameters, gradients "
+        "and optimizer state, measured once: auto (the first training forward, read with its "
+        "iteration), N (iteration N), or off (default: auto); see `memsight report --fit`",
     )
     parser.add_argument(
         "--cuda-history",
@@ -232,6 +241,7 @@ _OPTION_OF: dict[Setting, str] = {
     "interval": "--interval-ms",
     "ram_budget": "--ram-budget",
     "census": "--census",
+    "anatomy": "--anatomy",
 }
 
 
@@ -248,6 +258,7 @@ def build_spec(
             else None
         )
         census = census_from_text(options.census)
+        anatomy = anatomy_from_text(options.anatomy)
         interval_ms = (
             DEFAULT_INTERVAL_MS
             if options.interval_ms is None
@@ -271,6 +282,7 @@ def build_spec(
         hooks=not options.no_hooks,
         ram_budget_bytes=budget,
         census=census,
+        anatomy=anatomy,
         cuda_history=cuda_history,
     )
     problems = check_run(spec)

@@ -59,6 +59,7 @@ def build_launch(
         "interval_ms": spec.interval_ms,
         "hooks": spec.hooks,
         "census": spec.census,
+        "anatomy": spec.anatomy,
         "pythonpath": user_path,  # put back as it was (None: unset) before the target runs
     }
     if spec.cuda_history > 0:

@@ -27,6 +27,7 @@ from memsight.profiler.typed_values import (
 MIN_INTERVAL_MS = 0.5
 MAX_INTERVAL_MS = 60_000.0  # a sample a minute: anything slower records next to nothing
 MAX_CENSUS_EVERY = 1_000_000  # iterations between censuses
+MAX_ANATOMY_ITERATION = 1_000_000  # the latest iteration --anatomy may name
 MIN_PYTHON = (3, 9)
 PROBE = (
     "import sys, importlib.util;"
@@ -35,7 +36,9 @@ PROBE = (
 
 
 # The settings of a run, by the names problems use for them.
-Setting = Literal["script", "args", "cwd", "python", "env", "interval", "ram_budget", "census"]
+Setting = Literal[
+    "script", "args", "cwd", "python", "env", "interval", "ram_budget", "census", "anatomy"
+]
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,22 @@ def census_from_text(text: str) -> str:
         f"{MAX_CENSUS_EVERY:,}), not {shown(text.strip())}."
     )
     raise InvalidSetting(Problem("census", message))
+
+
+def anatomy_from_text(text: str) -> str:
+    """Which iteration's anatomy is measured, as typed: "auto" (the first training forward),
+    "off", or the number of an iteration ("3")."""
+    value = text.strip(" \t").lower()
+    if value in ("auto", "off"):
+        return value
+    try:
+        return str(integer_between(value, 1, MAX_ANATOMY_ITERATION))
+    except ValueError:
+        message = (
+            "The anatomy is measured auto, off or at iteration N (from 1 to "
+            f"{MAX_ANATOMY_ITERATION:,}), not {shown(text.strip())}."
+        )
+        raise InvalidSetting(Problem("anatomy", message)) from None
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,8 @@ class RunSpec:
     hooks: bool = True
     ram_budget_bytes: int | None = None  # what the run is meant to fit in (near-capacity rule)
     census: str = "auto"  # censuses of live tensors: "auto", "never" or "every-N" (iterations)
+    # the iteration whose anatomy is measured: "auto" (the first training forward), "off", "N"
+    anatomy: str = "auto"
     # CUDA allocator history (--cuda-history): the trace entries the allocator keeps, 0 for off
     cuda_history: int = 0
 
@@ -91,6 +93,7 @@ def spec_to_json(
             "hooks": spec.hooks,
             "ram_budget_bytes": spec.ram_budget_bytes,
             "census": spec.census,
+            "anatomy": spec.anatomy,
             "cuda_history": spec.cuda_history,
             "out": os.fspath(out_path),
         }
@@ -114,6 +117,7 @@ def spec_from_json(line: str) -> tuple[RunSpec, Path]:
         if data.get("ram_budget_bytes") is not None
         else None,
         census=str(data.get("census", "auto")),
+        anatomy=str(data.get("anatomy", "auto")),
         cuda_history=int(data.get("cuda_history") or 0),
     )
     return spec, Path(data["out"])

@@ -296,6 +296,7 @@ class Recording:
             "interval_ms": self.spec.interval_ms,
             "hooks": self.spec.hooks,
             "census": self.spec.census if self.spec.hooks else "never",
+            "anatomy": self.spec.anatomy,
         }
 
     def watch_gpus_from_outside(self) -> None:

@@ -35,6 +35,7 @@ def test_the_environment_is_the_given_one_plus_the_agent_variable_and_its_python
         "interval_ms": 2.5,
         "hooks": False,
         "census": "auto",
+        "anatomy": "auto",
         "pythonpath": None,
     }
 
