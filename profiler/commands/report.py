@@ -22,7 +22,7 @@ from memsight.profiler.profile.summary import (
 )
 from memsight.profiler.terminal_text import terminal_safe
 from memsight.profiler.typed_values import integer_between, shown
-from memsight.profiler.units import format_bytes
+from memsight.profiler.units import format_bytes, parse_bytes
 
 if TYPE_CHECKING:
     from memsight.profiler.diagnosis import Diagnosis
@@ -57,6 +57,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="WHEN",
         help="with --contents: what changed from this census to that one (e.g. --contents "
         "last --since first: what survived and grew over the run)",
+    )
+    parser.add_argument(
+        "--fit",
+        metavar="SIZE",
+        help="project the peak against batch size from the measured iteration's anatomy and "
+        "give the largest batch that fits SIZE (e.g. 24GiB), with and without checkpointing and "
+        'bf16 autocast; with --json, a "fit" key',
     )
     parser.add_argument(
         "--html",
@@ -100,8 +107,20 @@ def census_choice(option: str, text: str) -> str:
         ) from None
 
 
+def fit_budget(text: str) -> int:
+    """--fit's SIZE, read before the profile."""
+    try:
+        budget = parse_bytes(text)
+    except ValueError:
+        budget = 0
+    if budget <= 0:
+        raise UsageError(f"--fit: give a size such as 24GiB or 512MiB, not {shown(text)}")
+    return budget
+
+
 def cmd_report(argv: Sequence[str]) -> int:
     options = build_parser().parse_args(argv)
+    budget = fit_budget(options.fit) if options.fit is not None else None
     if options.contents is not None:
         options.contents = census_choice("--contents", options.contents)
     if options.since is not None:
@@ -111,6 +130,14 @@ def cmd_report(argv: Sequence[str]) -> int:
     except ProfileError as exc:
         return error(str(exc))
     from memsight.profiler.diagnosis import diagnose, finding_to_json
+    from memsight.profiler.diagnosis.anatomy_report import (
+        anatomy_json,
+        anatomy_skipped,
+        fit_for,
+        fit_json,
+        format_anatomy,
+        format_fit,
+    )
     from memsight.profiler.diagnosis.text import format_findings
 
     if options.since is not None and options.contents is None:
@@ -145,6 +172,10 @@ def cmd_report(argv: Sequence[str]) -> int:
         if contents is not None:
             data["contents"] = contents
         data["damaged"] = _damage_json(profile)
+        data["anatomy"] = anatomy_json(profile)
+        data["anatomy_skipped"] = anatomy_skipped(profile)
+        if budget is not None:
+            data["fit"] = fit_json(fit_for(profile, budget))
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
     else:
         # The target's strings are in both: shown escaped, never acted on by the terminal.
@@ -153,6 +184,11 @@ def cmd_report(argv: Sequence[str]) -> int:
             part = _NOTHING_JUDGED if judged_nothing(profile) else _PART_JUDGED
             verdict = _damage_text(profile) + verdict.replace(_WHOLE_RUN_VERDICT, part)
         report = format_text(profile, options.profile) + "\n" + verdict
+        anatomy = format_anatomy(profile)
+        if anatomy:
+            report += "\n" + anatomy
+        if budget is not None:
+            report += "\n" + format_fit(fit_for(profile, budget))
         sys.stdout.write(terminal_safe(report, lines=True))
     return 0
 

@@ -12,6 +12,16 @@ from typing import Any
 import numpy as np
 
 from memsight.profiler.diagnosis import Diagnosis, get_fix
+from memsight.profiler.diagnosis.anatomy import main_anatomy
+from memsight.profiler.diagnosis.anatomy_report import (
+    OTHER_COLOR,
+    PARTS,
+    anatomy_skipped,
+    composition,
+    other_text,
+    part_bytes,
+    title,
+)
 from memsight.profiler.diagnosis.contents import (
     ContentsRow,
     census_label,
@@ -23,6 +33,7 @@ from memsight.profiler.diagnosis.contents import (
     size_text,
 )
 from memsight.profiler.diagnosis.finding import SEVERITY_LABELS, Location
+from memsight.profiler.diagnosis.fit import module_groups
 from memsight.profiler.diagnosis.signals import final_exception, gpu_devices, gpu_rows, ram_capacity
 from memsight.profiler.diagnosis.where import is_user_frame, parse_traceback, script_path
 from memsight.profiler.profile.model import Profile
@@ -280,6 +291,66 @@ def _output_tail(profile: Profile) -> tuple[list[dict[str, Any]], int]:
     return lines[-OUTPUT_TAIL_LINES:], total
 
 
+ANATOMY_ROWS = 40  # module groups drawn; the rest summed in one row
+
+
+def _percent(value: int, largest: int) -> float:
+    return round(100.0 * value / max(largest, 1), 2)
+
+
+def memory_anatomy(profile: Profile) -> dict[str, Any] | None:
+    """What fills the peak, by module group: a stacked bar each, on one scale."""
+    anatomy = main_anatomy(profile)
+    if anatomy is None:
+        reason = anatomy_skipped(profile)
+        return None if reason is None else {"skipped": reason}
+    groups = module_groups(anatomy)
+    shown, rest = groups[:ANATOMY_ROWS], groups[ANATOMY_ROWS:]
+    other = anatomy.other_bytes
+    largest = max([g.total for g in shown] + [1])  # the modules' bars: their own scale
+    whole = max(sum(value for _, _, value in composition(anatomy)), 1)
+    rows = []
+    for group in shown:
+        rows.append(
+            {
+                "label": group.label,
+                "total": format_bytes(group.total),
+                "parts": [
+                    {
+                        "key": key,
+                        "label": label,
+                        "color": color,
+                        "width": _percent(value, largest),
+                        "bytes": format_bytes(value),
+                    }
+                    for (key, label, color, _), value in zip(PARTS, part_bytes(group), strict=True)
+                    if value
+                ],
+            }
+        )
+    if rest:
+        total = sum(g.total for g in rest)
+        rows.append({"label": f"{len(rest)} more", "total": format_bytes(total), "parts": []})
+    return {
+        "skipped": "",
+        "title": title(anatomy),
+        "partial": anatomy.partial,
+        "peak": [
+            {
+                "label": label,
+                "color": color,
+                "bytes": format_bytes(value),
+                "width": _percent(value, whole),
+            }
+            for label, color, value in composition(anatomy)
+        ],
+        "other_text": "" if other is None else other_text(anatomy),
+        "rows": rows,
+        "legend": [{"label": label, "color": color} for _, label, color, _ in PARTS],
+        "other_color": OTHER_COLOR,
+    }
+
+
 def report_context(profile: Profile, diagnosis: Diagnosis, name: str) -> dict[str, Any]:
     s = summarize(profile)
     info = profile.info
@@ -338,6 +409,7 @@ def report_context(profile: Profile, diagnosis: Diagnosis, name: str) -> dict[st
         "finding_counts": counts,
         "failed_rules": dict(diagnosis.failed),
         "contents": memory_contents(profile),
+        "anatomy": memory_anatomy(profile),
         "children": [
             {
                 "pid": c.pid,

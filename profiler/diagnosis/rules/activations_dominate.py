@@ -11,9 +11,13 @@ Done for RAM when the parameters are on the CPU, and for each CUDA device holdin
 
 from __future__ import annotations
 
+from typing import Any
+
 from memsight.profiler.diagnosis.activations import ActivationEstimate, dominates, estimates
+from memsight.profiler.diagnosis.anatomy import anatomy_for
 from memsight.profiler.diagnosis.config import DiagnosisConfig
 from memsight.profiler.diagnosis.finding import Evidence, Finding
+from memsight.profiler.diagnosis.fit import savings
 from memsight.profiler.diagnosis.signals import step_at
 from memsight.profiler.profile.model import Profile
 from memsight.profiler.profile.series import memory_name
@@ -40,6 +44,28 @@ def _finding(profile: Profile, e: ActivationEstimate) -> Finding:
         f"activations against {format_bytes(e.model_bytes)} of parameters, gradients and "
         f"optimizer state ({ratio:.1f} times)"
     )
+    facts: dict[str, Any] = {
+        "peak_bytes": e.peak,
+        "activation_bytes": e.activations,
+        "params_bytes": e.state["params"],
+        "grads_bytes": e.state["grads"],
+        "optimizer_state_bytes": e.state["state"],
+        "ratio": round(ratio, 2),
+        "device": e.device,
+    }
+    fixes: tuple[str, ...] = (
+        "activation-checkpointing",
+        "mixed-precision",
+        "smaller-batch",
+        "gradient-accumulation",
+    )
+    anatomy = anatomy_for(profile, e.plot, e.device)
+    saved = savings(anatomy) if anatomy is not None else None
+    if saved is not None:
+        # Measured by module on one iteration: which modules, and what each fix would save.
+        text += "; " + saved.text()
+        facts.update(saved.facts())
+        fixes = saved.fixes(fixes)
     steps = profile.steps
     done = step_at(profile, e.peak_t) or 0
     start, end = e.start, e.peak_t
@@ -56,15 +82,7 @@ def _finding(profile: Profile, e: ActivationEstimate) -> Finding:
             end,
             "ram" if e.plot == "ram" else "gpu",
             (done, done + 1) if done else None,
-            {
-                "peak_bytes": e.peak,
-                "activation_bytes": e.activations,
-                "params_bytes": e.state["params"],
-                "grads_bytes": e.state["grads"],
-                "optimizer_state_bytes": e.state["state"],
-                "ratio": round(ratio, 2),
-                "device": e.device,
-            },
+            facts,
         ),
-        ("activation-checkpointing", "mixed-precision", "smaller-batch", "gradient-accumulation"),
+        fixes,
     )

@@ -22,11 +22,13 @@ from typing import Any
 
 import numpy as np
 
+from memsight.profiler.diagnosis.anatomy import anatomy_for
 from memsight.profiler.diagnosis.blocks import block_locations, blocks_text, oom_blocks
 from memsight.profiler.diagnosis.config import DiagnosisConfig
 from memsight.profiler.diagnosis.contents import Census, censuses
 from memsight.profiler.diagnosis.contents import describe as describe_holder
 from memsight.profiler.diagnosis.finding import Evidence, Finding
+from memsight.profiler.diagnosis.fit import savings
 from memsight.profiler.diagnosis.holders import holding_locations, largest_holders
 from memsight.profiler.diagnosis.signals import (
     device_total,
@@ -159,6 +161,14 @@ def _from_exception(
             )
             facts["holders"] = [{"holder": describe_holder(h), "bytes": _held(h)} for h in held]
             where = add_locations(where, holding_locations(held, "at the error"))
+    device = numbers.get("device")
+    anatomy = anatomy_for(profile, plot, device if isinstance(device, int) else None)
+    saved = savings(anatomy) if anatomy is not None else None
+    if saved is not None:
+        # What the modules saved for backward, measured on one iteration: where to cut.
+        text += "; " + saved.text()
+        facts.update(saved.facts())
+        fixes = saved.fixes(fixes)
     steps = profile.steps
     start = t
     iterations = None

@@ -1,0 +1,157 @@
+"""The anatomy by module group, the changes it suggests and the projection against batch size
+(diagnosis/fit.py), on anatomies whose numbers are known."""
+
+from __future__ import annotations
+
+import pytest
+
+from memsight.profiler.diagnosis.anatomy import Anatomy, ModuleBytes
+from memsight.profiler.diagnosis.fit import (
+    bf16_change,
+    checkpoint_change,
+    fit,
+    group_of,
+    module_groups,
+    projection,
+    savings,
+)
+
+MiB = 1 << 20
+
+
+def module(path: str, type_: str = "Linear", act: int = 0, params: int = 0, fp32: bool = True,
+           input_bytes: int = 0) -> ModuleBytes:  # fmt: skip
+    return ModuleBytes(path, type_, act, act if fp32 else 0, params, params, 2 * params,
+                       input_bytes)  # fmt: skip
+
+
+def gpt(blocks: int = 4, batch: int = 8, peak: int = 1000 * MiB, largest: int = 4 * MiB) -> Anatomy:
+    modules = [module(f"blocks.{i}", "Block", input_bytes=2 * MiB) for i in range(blocks)]
+    for i in range(blocks):
+        modules.append(module(f"blocks.{i}.attn", act=6 * MiB, params=3 * MiB))
+        modules.append(module(f"blocks.{i}.mlp.fc", act=10 * MiB, params=5 * MiB))
+    modules += [module("lm_head", act=4 * MiB, params=8 * MiB), module("", "GPT", params=MiB)]
+    return Anatomy(
+        iteration=1,
+        device="cpu",
+        modules=tuple(modules),
+        batch_size=batch,
+        batch_bytes=MiB,
+        largest_saved_bytes=largest,
+        peak_bytes=peak,
+        peak_t=1.0,
+        partial=False,
+        t=2.0,
+    )
+
+
+@pytest.mark.parametrize(
+    ("path", "group"),
+    [
+        ("blocks.3.attn.c_attn", "blocks.3"),
+        ("blocks.3", "blocks.3"),
+        ("transformer.h.11.mlp", "transformer.h.11"),
+        ("lm_head", "lm_head"),
+        ("encoder.layer_norm", "encoder"),
+        ("2", "2"),
+        ("", ""),
+        ("(outside modules)", "(outside modules)"),
+    ],
+)
+def test_a_module_belongs_to_its_block_or_its_top_level_module(path: str, group: str) -> None:
+    assert group_of(path) == group
+
+
+def test_groups_sum_their_modules_and_come_largest_first() -> None:
+    groups = module_groups(gpt())
+    assert [g.path for g in groups][:5] == [
+        "blocks.0",
+        "blocks.1",
+        "blocks.2",
+        "blocks.3",
+        "lm_head",
+    ]
+    block = groups[0]
+    assert (block.activations, block.parameters, block.optimizer_state) == (
+        16 * MiB,
+        8 * MiB,
+        16 * MiB,
+    )
+    assert block.input_bytes == 2 * MiB and block.repeated
+    assert block.label == "blocks.0 (Block)"
+    assert groups[-1].label == "(GPT)"
+    assert sum(g.total for g in groups) == gpt().modules_bytes
+
+
+def test_checkpointing_the_blocks_keeps_only_their_inputs() -> None:
+    change = checkpoint_change(gpt())
+    assert change is not None
+    assert change.modules == ("blocks.0", "blocks.1", "blocks.2", "blocks.3")
+    assert change.saves_bytes == 4 * (16 - 2) * MiB
+    assert "blocks.0 … blocks.3" in change.title
+
+
+def test_bf16_halves_the_float32_activations_and_is_not_offered_for_half_precision() -> None:
+    change = bf16_change(gpt())
+    assert change is not None and change.saves_bytes == gpt().activations_fp32_bytes // 2
+    half = gpt()
+    half = Anatomy(**{**half.__dict__, "modules": tuple(
+        module(m.path, m.type, m.activations, m.parameters, fp32=False) for m in half.modules
+    )})  # fmt: skip
+    assert bf16_change(half) is None
+
+
+def test_the_projection_is_linear_in_the_batch_from_the_measured_point() -> None:
+    anatomy = gpt()
+    found = projection(anatomy)
+    assert found is not None
+    per_batch = anatomy.activations_bytes + anatomy.batch_bytes + 2 * anatomy.largest_saved_bytes
+    assert found.per_sample_bytes == per_batch / 8
+    assert found.fixed_bytes == 1000 * MiB - per_batch
+    assert found.projected_peak(8) == 1000 * MiB
+    assert found.projected_peak(32) == found.fixed_bytes + 4 * per_batch
+
+
+def test_the_largest_batch_that_fits_is_the_last_whose_projection_is_within_the_budget() -> None:
+    found = fit(gpt(), 2000 * MiB)
+    assert found is not None
+    p = found.projection
+    largest = found.largest_batch_size
+    assert p.projected_peak(largest) <= 2000 * MiB < p.projected_peak(largest + 1)
+    # Each change lets a larger batch fit; both together the largest.
+    [(checkpoint, with_checkpoint), (bf16, with_bf16)] = found.changes
+    assert (checkpoint.name, bf16.name) == ("checkpoint", "bf16_autocast")
+    assert largest < with_bf16 < with_checkpoint
+    assert found.combined is not None and found.combined > with_checkpoint
+    assert found.projected_peaks()[8] == 1000 * MiB
+    assert largest in found.sizes
+
+
+def test_a_budget_below_the_fixed_part_fits_no_batch() -> None:
+    found = fit(gpt(), 100 * MiB)
+    assert found is not None and found.largest_batch_size == 0
+
+
+def test_no_projection_without_a_batch_size_or_a_peak() -> None:
+    anatomy = gpt()
+    assert projection(Anatomy(**{**anatomy.__dict__, "batch_size": None})) is None
+    assert projection(Anatomy(**{**anatomy.__dict__, "peak_bytes": None})) is None
+
+
+def test_what_a_finding_says_names_the_largest_activations_and_the_biggest_saving_first() -> None:
+    found = savings(gpt())
+    assert found is not None
+    assert [g.path for g in found.largest] == ["blocks.0", "blocks.1", "blocks.2"]
+    assert [name for name, _, _ in found.changes] == ["checkpoint", "half_batch", "bf16_autocast"]
+    assert found.text().startswith(
+        "the largest activations (iteration 1): blocks.0 (Block) 16.00 MiB"
+    )
+    fixes = (
+        "smaller-batch",
+        "mixed-precision",
+        "activation-checkpointing",
+        "gradient-accumulation",
+    )
+    assert found.fixes(fixes) == (
+        "activation-checkpointing", "smaller-batch", "mixed-precision", "gradient-accumulation"
+    )  # fmt: skip
