@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
 
 from memsight import profiler
 from memsight.app import filedialogs
+from memsight.app.anatomy import AnatomyPanel
 from memsight.app.attachdialog import AttachDialog
 from memsight.app.compare import CompareController, ComparePanel, same_target
 from memsight.app.connectdialog import ConnectDialog
@@ -102,11 +103,16 @@ class MainWindow(QMainWindow):
         self.contents_dock = self._dock(
             "Contents", self.contents, Qt.DockWidgetArea.BottomDockWidgetArea
         )
+        self.anatomy = AnatomyPanel()
+        self.anatomy_dock = self._dock(
+            "Anatomy", self.anatomy, Qt.DockWidgetArea.BottomDockWidgetArea
+        )
         self.compare = ComparePanel()
         self.compare_dock = self._dock(
             "Compare", self.compare, Qt.DockWidgetArea.BottomDockWidgetArea
         )
         self.tabifyDockWidget(self.console_dock, self.contents_dock)
+        self.tabifyDockWidget(self.console_dock, self.anatomy_dock)
         self.tabifyDockWidget(self.console_dock, self.compare_dock)
         self.compare_dock.hide()
         self.comparing = CompareController(
@@ -149,9 +155,13 @@ class MainWindow(QMainWindow):
         self.setup_panel.stopRequested.connect(self.stop_run)
         self.setup_panel.scriptChosen.connect(self.open_script)
         self.timeline.followChanged.connect(self.follow_action.setChecked)
-        # A job's process chosen on the timeline: the contents panel reads its censuses.
+        # A job's process chosen on the timeline: the contents panel reads its censuses, the
+        # anatomy panel its measured iteration.
         self.timeline.processChosen.connect(
             lambda shown: self.contents.set_profile(shown, running=self.timeline.running)
+        )
+        self.timeline.processChosen.connect(
+            lambda shown: self.anatomy.set_profile(shown, running=self.timeline.running)
         )
 
         geometry = self.store.value("geometry")
@@ -323,6 +333,7 @@ class MainWindow(QMainWindow):
         view_menu.addAction(self.console_dock.toggleViewAction())
         view_menu.addAction(self.findings_dock.toggleViewAction())
         view_menu.addAction(self.contents_dock.toggleViewAction())
+        view_menu.addAction(self.anatomy_dock.toggleViewAction())
         view_menu.addAction(self.compare_dock.toggleViewAction())
         self.console_find = self._action(
             "&Find in Output", QKeySequence.StandardKey.Find, self._focus_find
@@ -422,6 +433,7 @@ class MainWindow(QMainWindow):
         self.timeline.set_profile(profile, running=running)
         self.console.set_profile(profile)
         self.contents.set_profile(profile, running=running)
+        self.anatomy.set_profile(profile, running=running)
         self.findings.clear()
         self.diagnosis.forget()
         self._diagnose(final=not running)
@@ -439,6 +451,7 @@ class MainWindow(QMainWindow):
         self.timeline.set_profile(None)
         self.console.set_profile(None)
         self.contents.set_profile(None)
+        self.anatomy.set_profile(None)
         self.save_action.setEnabled(False)
         self.export_action.setEnabled(False)
         self.setWindowTitle("memsight")
@@ -669,6 +682,7 @@ class MainWindow(QMainWindow):
         self.timeline.refresh()
         self.console.refresh()
         self.contents.refresh()
+        self.anatomy.refresh()
 
     def _on_run_finished(self, _status: ExitStatus) -> None:
         self._set_running(False)
@@ -678,6 +692,7 @@ class MainWindow(QMainWindow):
             self.settings.save(self.store)
         self.console.refresh()
         self.contents.set_running(False)
+        self.anatomy.set_running(False)
         self.timeline.zoom_to_fit()  # the run has ended: all of it in view
         if self._previous is not None:
             self.compare_previous_action.setEnabled(True)

@@ -32,6 +32,7 @@ OTHER_TEXT_RAM = OTHER_TEXT + ", the interpreter and its libraries"
 OTHER_COLOR = "#bdbdbd"
 FIXED_TEXT = "the allocator's cache"
 FIXED_TEXT_RAM = FIXED_TEXT + ", the interpreter and its libraries"
+PARTIAL_TEXT = " (partial: the iteration did not finish)"  # after the title, when partial
 TEXT_GROUPS = 10  # groups listed by the text report; the rest summed in one line
 BAR_WIDTH = 32
 

@@ -15,6 +15,7 @@ from memsight.profiler.diagnosis import Diagnosis, get_fix
 from memsight.profiler.diagnosis.anatomy import main_anatomy
 from memsight.profiler.diagnosis.anatomy_report import (
     OTHER_COLOR,
+    PARTIAL_TEXT,
     PARTS,
     anatomy_skipped,
     composition,
@@ -334,7 +335,7 @@ def memory_anatomy(profile: Profile) -> dict[str, Any] | None:
     return {
         "skipped": "",
         "title": title(anatomy),
-        "partial": anatomy.partial,
+        "partial": PARTIAL_TEXT if anatomy.partial else "",
         "peak": [
             {
                 "label": label,
