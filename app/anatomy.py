@@ -85,7 +85,7 @@ BREAK_WIDTH = 4  # px: the gap across a bar cut short
 
 
 def not_measured_text(reason: str) -> str:
-    return f"No anatomy in this run: the iteration was not measured ({reason})."
+    return f"No anatomy in this run: the iteration was not measured: {reason}."
 
 
 @dataclass(frozen=True)

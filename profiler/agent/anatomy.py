@@ -6,14 +6,16 @@ the first iteration has it too (`--anatomy N` names the N-th iteration instead, 
 off` none). From `import torch` (or the end of iteration N-1) until that forward:
 
 - global module hooks keep the stack of modules whose forward runs. The outermost module
-  called with autograd on in training mode is a root: its modules are named by their paths
+  called with autograd on is a root: its modules are named by their paths
   ("blocks.3.attn"; a second root by its class name), its inputs are the batch (their bytes,
   and the batch size when all of them share a first dimension);
-- torch.autograd.graph.saved_tensors_hooks, pushed around each root forward until the first
-  backward starts, sees every tensor saved for backward: its storage is counted once, to the
+- torch.autograd.graph.saved_tensors_hooks, pushed at the first root forward and kept until
+  the first backward, sees every tensor saved for backward (the loss's too): what is still
+  alive at the backward's first read of a saved tensor is charged, each storage once, to the
   innermost module whose forward saved it; the parameters' storages are not activations, and
-  the inputs' count as the batch. The pack hook returns a detached tensor (never the tensor
-  itself, which would make a reference cycle through its grad_fn); unpack gives it back;
+  the inputs' count as the batch. The pack hook returns a detached tensor and its version
+  (never the tensor itself, which would make a reference cycle through its grad_fn); unpack
+  gives it back after autograd's own check that it was not changed in place;
 - at the end of that iteration (its optimizer step, or its backward in a loop without an
   optimizer), each parameter's gradient and optimizer state are read and charged to the
   module that owns the parameter, and the event is sent. An out-of-memory error or the end
@@ -31,6 +33,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import threading
+import weakref
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from ..protocol import BACKWARD_PASSES, OPTIMIZER_STEPS
@@ -181,7 +184,14 @@ class _Measurement:
         self.root_names: Set[str] = set()
         self.param_owner: Dict[int, Tuple[_Module, Any]] = {}  # id(param) -> (row, param)
         self.param_storages: Set[Tuple[str, int]] = set()
-        self.counted: Set[Tuple[str, int]] = set()  # storages already charged
+        self.batch_keys: Set[Tuple[str, int]] = set()  # the inputs' storages
+        # Each tensor saved while measuring, in order: (its detached tensor, weakly: alive
+        # while the graph keeps it; the module charged; storage key; bytes; float32). What is
+        # still alive when the backward starts is charged then (charge_alive), once per
+        # storage: a graph freed before (a forward without backward) is not in the peak, and
+        # an address freed and reused is not mistaken for one already counted.
+        self.saved: List[Tuple[Any, _Module, Tuple[str, int], int, bool]] = []
+        self.charged = False
         self.stack: List[Optional[_Module]] = []  # the modules whose forward runs
         self.pushed: Any = None  # our saved-tensor hooks, while pushed
         self.closing = False  # ended where its hooks cannot be popped: removed at the next chance
@@ -285,7 +295,7 @@ class _Measurement:
             self._read_batch(args)
         self.forwards += 1
         if self.pushed is None:
-            hooks = self.hooks_class(self._pack, _unpack)
+            hooks = self.hooks_class(self._pack, self._unpack)
             hooks.__enter__()
             self.pushed = hooks
         self.stack.append(self.modules.get(id(module)))
@@ -297,30 +307,55 @@ class _Measurement:
     def _pack(self, tensor: Any) -> Any:
         reader = self.reader
         with reader.no_torch_function():
+            detached = self.torch.Tensor.detach(tensor)
             try:
-                if not self.closing and not self._past_backward():
-                    self._charge(tensor)
+                if not self.closing and not self.charged and not self._past_backward():
+                    self._note(tensor, detached)
             except Exception as exc:
                 self.agent.error("anatomy_pack", exc)
             # With saved-tensor hooks autograd no longer checks that a saved tensor was left
             # unchanged: the version is kept here and checked at unpack, as autograd would.
-            return self.torch.Tensor.detach(tensor), self.version_of(tensor)
+            return detached, self.version_of(tensor)
 
-    def _charge(self, tensor: Any) -> None:
-        """A saved tensor's storage, to the innermost module whose forward runs (or to the
-        code outside modules: the loss), once."""
+    def _unpack(self, packed: Tuple[Any, int]) -> Any:
+        """A backward reads a saved tensor. The first read comes before the backward has
+        freed any (a node frees its saved tensors only after reading them): what is alive
+        then is what the iteration's peak holds. Any thread; it only reads."""
+        if not self.charged:
+            try:
+                self.charge_alive()
+            except Exception as exc:
+                self.agent.error("anatomy", exc)
+        return _check_version(packed)
+
+    def _note(self, tensor: Any, detached: Any) -> None:
+        """A saved tensor, for the innermost module whose forward runs (or for the code
+        outside modules: the loss); the parameters and the batch are not activations."""
         reader = self.reader
         key = _storage_key(reader, tensor)
-        if key is None or key in self.counted or key in self.param_storages:
+        if key is None or key in self.param_storages or key in self.batch_keys:
             return
-        self.counted.add(key)
         row = self._innermost() or self.outside
-        nbytes = _nbytes(reader, tensor)
-        if nbytes > self.largest.get(key[0], 0):
-            self.largest[key[0]] = nbytes
-        row.add(key[0], _ACTIVATIONS, nbytes)
-        if self.dtype_of(tensor) is self.fp32:
-            row.add(key[0], _ACTIVATIONS_FP32, nbytes)
+        fp32 = self.dtype_of(tensor) is self.fp32
+        self.saved.append((weakref.ref(detached), row, key, _nbytes(reader, tensor), fp32))
+
+    def charge_alive(self) -> None:
+        """Charge each storage saved and still alive to the first module that saved it: at
+        the first backward's first read (the iteration's peak), or at the end without one."""
+        if self.charged:
+            return
+        self.charged = True
+        seen: Set[Tuple[str, int]] = set()
+        for ref, row, key, nbytes, fp32 in self.saved:
+            if key in seen or ref() is None:
+                continue
+            seen.add(key)
+            if nbytes > self.largest.get(key[0], 0):
+                self.largest[key[0]] = nbytes
+            row.add(key[0], _ACTIVATIONS, nbytes)
+            if fp32:
+                row.add(key[0], _ACTIVATIONS_FP32, nbytes)
+        del self.saved[:]
 
     def _innermost(self) -> Optional[_Module]:
         for row in reversed(self.stack):
@@ -405,8 +440,8 @@ class _Measurement:
 
     def _count_batch(self, tensor: Any) -> None:
         key = _storage_key(self.reader, tensor)
-        if key is not None and key not in self.counted:
-            self.counted.add(key)
+        if key is not None and key not in self.batch_keys:
+            self.batch_keys.add(key)
             self.batch_bytes += _nbytes(self.reader, tensor)
 
     def _first_input(self, row: _Module, args: Any) -> None:
@@ -431,6 +466,7 @@ class _Measurement:
         state, and send the event."""
         self.remove()
         try:
+            self.charge_alive()
             if not self.skipped:
                 self._read_gradients_and_state(owner)
             self._send(_now(), partial)
@@ -540,7 +576,7 @@ class _Measurement:
         )
 
 
-def _unpack(packed: Tuple[Any, int]) -> Any:
+def _check_version(packed: Tuple[Any, int]) -> Any:
     """The saved tensor, or autograd's own error when the script changed it in place since
     (the detached tensor shares the original's version counter)."""
     tensor, version = packed

@@ -197,13 +197,15 @@ def format_anatomy(profile: Profile) -> str:
     anatomy = main_anatomy(profile)
     if anatomy is None:
         reason = anatomy_skipped(profile)
-        return "" if reason is None else f"What fills the peak: not measured ({reason}).\n"
+        return "" if reason is None else f"What fills the peak: not measured: {reason}.\n"
     groups = module_groups(anatomy)
     shown, rest = groups[:TEXT_GROUPS], groups[TEXT_GROUPS:]
     largest = max([g.total for g in shown] + [1])
     width = max([len(g.label) for g in shown] + [len(OTHER_LABEL), 12])
     lines = [
-        title(anatomy) + (" (partial: the iteration did not finish)" if anatomy.partial else "")
+        title(anatomy) + (PARTIAL_TEXT if anatomy.partial else ""),
+        "  " + ", ".join(f"{label} {format_bytes(v)}" for label, _, v in composition(anatomy)),
+        "  By module, largest first:",
     ]
     for group in shown:
         lines.append(

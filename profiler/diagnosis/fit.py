@@ -96,6 +96,8 @@ def module_groups(anatomy: Anatomy) -> list[ModuleGroup]:
             heads[key] = module
     groups = []
     for key, (act, params, grads, state, fp32) in sums.items():
+        if not act + params + grads + state:
+            continue  # a container with nothing of its own or below it (its input only)
         head = heads.get(key)
         groups.append(
             ModuleGroup(

@@ -170,15 +170,28 @@ def test_off_measures_nothing_and_installs_nothing() -> None:
     assert agent.of("anatomy") == []
 
 
-def test_a_script_that_ends_before_its_first_step_sends_what_was_measured() -> None:
+def test_a_script_that_ends_before_its_first_step_sends_what_its_graph_holds() -> None:
     inst, agent = hooked_with("auto")
     model = mlp()
-    model(torch.randn(BATCH, WIDTH)).sum()  # a forward, then the script ends
+    kept = model(torch.randn(BATCH, WIDTH)).sum()  # a forward, then the script ends
     inst.uninstall()
     [event] = agent.of("anatomy")
     assert event["partial"] is True
     assert by_path(event)["1"]["activations"] == BATCH * HIDDEN * 4
+    assert kept.grad_fn is not None
     assert_no_hooks_left()
+
+
+def test_a_forward_whose_graph_is_gone_before_the_backward_is_not_in_the_peak(
+    hooked: Any,
+) -> None:
+    _, agent = hooked
+    model = mlp()
+    print(model(torch.randn(BATCH, WIDTH)).shape)  # a look at the output, its graph dropped
+    train(model, 2)
+    [event] = agent.of("anatomy")
+    # Only the training forward's ReLU output is alive when its backward starts.
+    assert by_path(event)["1"]["activations"] == BATCH * HIDDEN * 4
 
 
 def test_a_loop_without_an_optimizer_is_measured_over_its_backward_passes(hooked: Any) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from memsight.profiler.diagnosis import diagnose
+from memsight.profiler.diagnosis.anatomy import main_anatomy, not_measured
 from tests.support import PYTHON, run_memsight, run_plain
 
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -35,21 +36,23 @@ pytestmark = [
 class Case:
     args: tuple[str, ...]  # what follows `python` / `memsight run`
     warnings: frozenset[str]  # the rule ids of every finding of severity warning or worse
+    # "measured", "skipped" (with its reason), "" (no training iteration) or "any"
+    anatomy: str
 
     @property
     def id(self) -> str:
         return "-".join(a.removesuffix(".py") for a in self.args if not a.startswith("/"))
 
 
-def case(*args: str, warnings: tuple[str, ...] = ()) -> Case:
-    return Case(args, frozenset(warnings))
+def case(*args: str, warnings: tuple[str, ...] = (), anatomy: str = "measured") -> Case:
+    return Case(args, frozenset(warnings), anatomy)
 
 
 GROWTH = ("growth-per-iteration",)
 CASES = [
     case("hf_trainer.py"),
     case("hf_trainer.py", "--leak", warnings=GROWTH),
-    case("hf_generate.py"),
+    case("hf_generate.py", anatomy=""),
     # RSS climbs here under plain python too, by memory glibc's malloc keeps after it is freed
     # (~1 MiB a step): allocator-retention (info), not a leak.
     case("lightning_fit.py"),
@@ -58,15 +61,17 @@ CASES = [
     case("lbfgs.py", "--leak", warnings=GROWTH),
     case("hand_sgd.py"),
     case("hand_sgd.py", "--leak", warnings=GROWTH),
-    case("inference_loop.py"),
-    case("inference_loop.py", "--leak", warnings=GROWTH),
+    case("inference_loop.py", anatomy=""),
+    case("inference_loop.py", "--leak", warnings=GROWTH, anatomy=""),
     # Evaluation summing loss tensors without no_grad: the graph of every batch stays alive,
     # which the growth names (the total's graph) and inference-without-no-grad counts (the
     # graphs its census found kept: never "too little to matter" beside that growth).
+    # Forwards with autograd on and no backward: what they save is measured, partial.
     case("eval_loss_sum.py", warnings=(*GROWTH, "inference-without-no-grad")),
-    case("compiled.py"),
+    case("compiled.py", anatomy="skipped"),
     case("checkpointing_bf16.py"),
-    case("-m", "torch.distributed.run", "--nproc_per_node", "2", "ddp_gloo.py"),
+    # Each rank measures its own (DDP's module as the root): not checked here.
+    case("-m", "torch.distributed.run", "--nproc_per_node", "2", "ddp_gloo.py", anatomy="any"),
     case("spawn_workers.py"),
 ]
 
@@ -94,3 +99,13 @@ def test_a_framework_program_runs_as_under_python_and_gets_exactly_its_findings(
     serious = {f.rule for f in findings if f.severity in ("warning", "critical")}
     described = [f"{f.rule} ({f.severity}): {f.evidence.text}" for f in findings]
     assert serious == c.warnings, described
+    # The anatomy of the first training iteration, on each framework's own loop.
+    assert not [e.data for e in profile.events_of("agent_error") if "anatomy" in e.get("where")]
+    if c.anatomy == "measured":
+        anatomy = main_anatomy(profile)
+        assert anatomy is not None and anatomy.activations_bytes > 0, not_measured(profile)
+        assert anatomy.parameters_bytes > 0
+    elif c.anatomy == "skipped":
+        assert not_measured(profile) is not None
+    elif c.anatomy == "":
+        assert main_anatomy(profile) is None

@@ -247,7 +247,7 @@ def test_a_skipped_iteration_shows_why(panel: AnatomyPanel) -> None:
     panel.set_profile(profile(ram(10.0, GiB), events=[event], end_t=10.0))
     assert panel.stack.currentWidget() is panel.empty
     assert panel.empty.text() == (
-        f"No anatomy in this run: the iteration was not measured ({SKIPPED})."
+        f"No anatomy in this run: the iteration was not measured: {SKIPPED}."
     )
 
 

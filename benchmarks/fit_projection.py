@@ -1,0 +1,130 @@
+"""`memsight report --fit`'s projection against reality: record a model at batch B, project
+its peak at 4B from that one profile, record it at 4B, and compare.
+
+Target: the projected peak within 15 % of the measured one, on CPU, for an MLP, a CNN and a
+transformer (workloads/fit_models.py), each at `--pairs` pairs of runs (the median error
+counts). The peak compared is the main process' highest RSS over the whole 4B run (what a
+user's budget must hold); the projection is diagnosis/fit.py's, from the anatomy of the B
+run's first iteration, exactly what `report --json --fit` prints. The table also shows the
+measured part that grows with the batch (activations, batch, backward's working set) against
+what the peak really grew by, and the error of a projection from the activations alone.
+
+A projection from one batch size cannot see what does not scale linearly: glibc's malloc
+keeping more freed memory as tensors grow, or algorithms that change with the size. The
+column "malloc in use grew" (the agent's sampled mallinfo2 live bytes, 50 ms apart) shows what
+the tensors themselves grew by, without that kept memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from _common import WORKLOADS, memsight_cmd, print_table, run_process, verdict, write_result
+
+TARGET = 0.15
+MODELS = {"mlp": 256, "cnn": 16, "transformer": 4}  # the measured batch size B of each
+
+
+def record(model: str, batch: int, steps: int, out: Path) -> dict[str, Any]:
+    from memsight.profiler.diagnosis.anatomy import main_anatomy
+    from memsight.profiler.diagnosis.fit import projection
+    from memsight.profiler.profile.storage import load_profile
+
+    run_process(
+        memsight_cmd(
+            WORKLOADS / "fit_models.py", out, [model, str(batch), str(steps)], options=["-q"]
+        )
+    )
+    profile = load_profile(out)
+    ram = profile.ram
+    assert ram is not None
+    anatomy = main_anatomy(profile)
+    found = projection(anatomy) if anatomy is not None else None
+    if found is None:
+        raise RuntimeError(f"no anatomy or projection in {out}")
+    heap = profile.tables.get("heap")
+    in_use = int(heap["in_use"].max()) if heap is not None and len(heap) else None
+    return {
+        "peak": int(ram["rss_peak"].max()),
+        "in_use": in_use,
+        "projection": found,
+        "anatomy": anatomy,
+    }
+
+
+def _in_use_growth(run: dict[str, Any]) -> str:
+    """What malloc's live bytes (the heap table's sampled in_use) grew by per B: the tensors'
+    own growth, without the freed memory glibc keeps in RSS."""
+    if run["in_use_b"] is None or run["in_use_4b"] is None:
+        return "-"
+    return f"{(run['in_use_4b'] - run['in_use_b']) / 3 / 2**20:.1f}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pairs", type=int, default=3, help="pairs of runs per model (3)")
+    parser.add_argument("--steps", type=int, default=6, help="training steps per run (6)")
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    options = parser.parse_args()
+    rows, raw, worst = [], [], 0.0
+    with tempfile.TemporaryDirectory(prefix="memsight-fit-") as folder:
+        for model in options.models:
+            batch = MODELS[model]
+            errors, naive_errors = [], []
+            for pair in range(options.pairs):
+                small = record(
+                    model, batch, options.steps, Path(folder) / f"{model}-{pair}-b.memsight"
+                )
+                large = record(
+                    model, 4 * batch, options.steps, Path(folder) / f"{model}-{pair}-4b.memsight"
+                )
+                found = small["projection"]
+                anatomy = small["anatomy"]
+                projected = found.projected_peak(4 * batch)
+                naive = found.peak_bytes + 3 * (anatomy.activations_bytes + anatomy.batch_bytes)
+                error = projected / large["peak"] - 1
+                errors.append(error)
+                naive_errors.append(naive / large["peak"] - 1)
+                raw.append(
+                    {
+                        "model": model, "batch": batch, "pair": pair,
+                        "peak_b": small["peak"], "peak_4b": large["peak"],
+                        "anatomy_peak_b": found.peak_bytes, "projected_4b": projected,
+                        "per_batch_b": round(found.per_sample_bytes * batch),
+                        "activations_b": anatomy.activations_bytes, "error": round(error, 4),
+                        "in_use_b": small["in_use"], "in_use_4b": large["in_use"],
+                    }
+                )  # fmt: skip
+            error = statistics.median(errors)
+            worst = max(worst, abs(error))
+            last = raw[-1]
+            rows.append(
+                [
+                    model, f"{batch} -> {4 * batch}",
+                    f"{last['anatomy_peak_b'] / 2**20:.0f}", f"{last['per_batch_b'] / 2**20:.1f}",
+                    f"{(last['peak_4b'] - last['anatomy_peak_b']) / 3 / 2**20:.1f}",
+                    _in_use_growth(last),
+                    f"{last['projected_4b'] / 2**20:.0f}", f"{last['peak_4b'] / 2**20:.0f}",
+                    f"{error:+.1%}", f"{statistics.median(naive_errors):+.1%}",
+                ]
+            )  # fmt: skip
+    print_table(
+        ["model", "batch", "peak at B MiB", "grows by MiB/B", "really grew MiB/B",
+         "malloc in use grew MiB/B",
+         "projected 4B MiB", "measured 4B MiB", "error (median)", "activations alone"],
+        rows,
+        title="The peak at 4B projected from the run at B, against the run at 4B (RSS)",
+    )  # fmt: skip
+    line = verdict(
+        "fit projection", worst <= TARGET, f"worst median error {worst:.1%} (target {TARGET:.0%})"
+    )
+    write_result("fit_projection", {"verdict": line, "runs": raw, "pairs": options.pairs})
+    return 0 if worst <= TARGET else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
