@@ -50,6 +50,7 @@ from memsight.profiler.diagnosis.anatomy_report import (
     PARTIAL_TEXT,
     PARTS,
     anatomy_skipped,
+    composition_text,
     other_text,
     part_bytes,
     title,
@@ -481,6 +482,12 @@ class AnatomyPanel(QWidget):
         bold = QFont(self.heading.font())
         bold.setBold(True)
         self.heading.setFont(bold)
+        # The whole peak by part, before the modules: as the text report's second line.
+        self.parts = QLabel("")
+        self.parts.setObjectName("anatomy_parts")
+        self.parts.setTextFormat(Qt.TextFormat.PlainText)
+        self.parts.setWordWrap(True)
+        self.parts.setContentsMargins(MARGIN, 0, MARGIN, 0)
         self.legend = Legend()
         self.bars = AnatomyBars()
         self.scroller = QScrollArea()
@@ -496,6 +503,7 @@ class AnatomyPanel(QWidget):
         inner.setContentsMargins(0, 0, 0, 0)
         inner.setSpacing(4)
         inner.addWidget(self.heading)
+        inner.addWidget(self.parts)
         inner.addWidget(self.legend)
         inner.addWidget(self.scroller, 1)
         self.stack = QStackedWidget()
@@ -554,6 +562,7 @@ class AnatomyPanel(QWidget):
             self.bars.set_rows([])
             return
         self.heading.setText(title(anatomy) + (PARTIAL_TEXT if anatomy.partial else ""))
+        self.parts.setText("Peak: " + composition_text(anatomy))
         self.bars.set_rows(group_rows(anatomy))
         self.stack.setCurrentIndex(1)
 

@@ -103,6 +103,11 @@ def fit_for(profile: Profile, budget: int) -> Fit | FitUnavailable:
     return found if found is not None else FitUnavailable("nothing to project from")
 
 
+def composition_text(anatomy: Anatomy) -> str:
+    """The whole peak by part in words: "activations saved for backward 37.07 MiB, …"."""
+    return ", ".join(f"{label} {format_bytes(value)}" for label, _, value in composition(anatomy))
+
+
 # -- JSON ----------------------------------------------------------------------------------------
 
 
@@ -204,7 +209,7 @@ def format_anatomy(profile: Profile) -> str:
     width = max([len(g.label) for g in shown] + [len(OTHER_LABEL), 12])
     lines = [
         title(anatomy) + (PARTIAL_TEXT if anatomy.partial else ""),
-        "  " + ", ".join(f"{label} {format_bytes(v)}" for label, _, v in composition(anatomy)),
+        "  " + composition_text(anatomy),
         "  By module, largest first:",
     ]
     for group in shown:

@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from memsight.profiler.diagnosis.anatomy import Anatomy, ModuleBytes
+from memsight.profiler.diagnosis.anatomy import Anatomy, ModuleBytes, anatomies, anatomy_for
 from memsight.profiler.diagnosis.fit import (
     bf16_change,
     checkpoint_change,
@@ -15,6 +16,8 @@ from memsight.profiler.diagnosis.fit import (
     projection,
     savings,
 )
+from memsight.profiler.profile.model import Event
+from tests import factories
 
 MiB = 1 << 20
 
@@ -155,3 +158,57 @@ def test_what_a_finding_says_names_the_largest_activations_and_the_biggest_savin
     assert found.fixes(fixes) == (
         "activation-checkpointing", "smaller-batch", "mixed-precision", "gradient-accumulation"
     )  # fmt: skip
+
+
+def anatomy_event(t: float, device: str, *modules: dict[str, object]) -> Event:
+    return Event(
+        t,
+        "anatomy",
+        {
+            "iteration": 2, "counted": "optimizer steps", "batch_size": 16, "batch_bytes": MiB,
+            "largest_saved": {device: 8 * MiB}, "modules": list(modules),
+            "modules_left_out": 0, "partial": False, "skipped": "",
+        },
+    )  # fmt: skip
+
+
+def row(path: str, device: str, act: int, params: int) -> dict[str, object]:
+    return {
+        "path": path, "type": "Linear", "device": device, "activations": act,
+        "activations_fp32": act, "parameters": params, "gradients": params,
+        "optimizer_state": 2 * params, "input_bytes": 0,
+    }  # fmt: skip
+
+
+def test_a_cuda_anatomy_is_read_against_that_devices_reserved_peak_over_its_iterations() -> None:
+    # Steps end at 1.01, 1.11, 1.21, ...: iteration 2 runs from 1.01 to 1.11, and the peak is
+    # read over it and the next two (to 1.31). The allocator's reserved peak on cuda:1 there.
+    t = np.arange(0.0, 2.0, 0.01)
+    reserved = np.where((t > 1.05) & (t < 1.3), 3000 * MiB, 1000 * MiB)
+    reserved[150] = 9000 * MiB  # after the window: not this iteration's
+    gpu = factories.table(
+        "gpu", t, device=1, allocated=500 * MiB, allocated_peak=600 * MiB,
+        reserved=reserved, reserved_peak=reserved,
+    )  # fmt: skip
+    cuda = "cuda:1"
+    p = factories.profile(
+        factories.steps([1, 1, 1, 1, 1, 1]),
+        gpu,
+        factories.ram(2.0, 400 * MiB),
+        events=[
+            anatomy_event(
+                1.2,
+                cuda,
+                row("fc", cuda, 100 * MiB, 50 * MiB),
+                row("head", cuda, 20 * MiB, 10 * MiB),
+            ),
+        ],
+    )
+    [anatomy] = anatomies(p)
+    assert (anatomy.device, anatomy.plot, anatomy.cuda_index) == (cuda, "gpu", 1)
+    assert anatomy.peak_bytes == 3000 * MiB
+    assert anatomy.other_bytes == 3000 * MiB - (120 + 4 * 60) * MiB
+    assert anatomy_for(p, "gpu", 1) == anatomy and anatomy_for(p, "ram", None) is None
+    found = projection(anatomy)
+    assert found is not None
+    assert found.per_sample_bytes == (120 * MiB + MiB + 16 * MiB) / 16

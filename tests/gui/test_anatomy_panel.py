@@ -20,7 +20,13 @@ from memsight.app.anatomy import (
 )
 from memsight.app.mainwindow import MainWindow
 from memsight.profiler.diagnosis.anatomy import main_anatomy
-from memsight.profiler.diagnosis.anatomy_report import OTHER_COLOR, PARTS, other_text, title
+from memsight.profiler.diagnosis.anatomy_report import (
+    OTHER_COLOR,
+    PARTS,
+    composition_text,
+    other_text,
+    title,
+)
 from memsight.profiler.diagnosis.fit import module_groups
 from memsight.profiler.profile.model import Event, Profile
 from memsight.profiler.units import format_bytes
@@ -369,3 +375,12 @@ def test_a_recorded_run_shows_its_anatomy(qtbot: QtBot, window: MainWindow, tmp_
     assert labels(bars)[:3] == ["blocks.0 (Block)", "blocks.1 (Block)", "blocks.2 (Block)"]
     assert {"embed", "head"} <= set(labels(bars))
     assert totals(bars)[:-1] == [format_bytes(g.total) for g in module_groups(anatomy)]
+
+
+def test_the_whole_peak_by_part_comes_before_the_modules(panel: AnatomyPanel) -> None:
+    run = measured_run()
+    panel.set_profile(run)
+    anatomy = main_anatomy(run)
+    assert anatomy is not None
+    assert panel.parts.text() == "Peak: " + composition_text(anatomy)
+    assert panel.parts.text().endswith(f"other {format_bytes(anatomy.other_bytes)}")
