@@ -313,6 +313,19 @@ def test_gpu_oom_with_much_reserved_but_unallocated_puts_the_allocator_fix_first
     assert finding.fixes[0] == "allocator-config"
 
 
+def test_gpu_oom_names_the_modules_that_saved_the_most_and_what_would_save_memory() -> None:
+    event = oom_event("gpu", requested=2 * GiB)
+    [finding] = RULES["out-of-memory"].check(
+        profile(events=[anatomy("cuda:0"), event]), DEFAULT_CONFIG
+    )
+    assert (
+        "the largest activations (iteration 1): blocks.0 (Block) 4.00 GiB" in finding.evidence.text
+    )
+    assert finding.fixes[0] == "activation-checkpointing"
+    savings = finding.evidence.numbers["savings"]
+    assert savings[0] == {"change": "checkpoint", "saves_bytes": 12 * GiB}
+
+
 def test_gpu_oom_names_what_held_the_most_in_the_census_taken_at_that_error() -> None:
     event = oom_event("gpu", requested=2 * GiB)
     event.data["exc_id"] = 2
@@ -455,6 +468,52 @@ def test_activations_dominate_and_no_mixed_precision_fire_together() -> None:
     assert act.evidence.numbers["activation_bytes"] == 30 * GiB - 1 * GiB - 3 * GiB
     [amp] = RULES["no-mixed-precision"].check(p, DEFAULT_CONFIG)
     assert amp.fixes == ("mixed-precision",)
+
+
+def anatomy(device: str, blocks: int = 4) -> Event:
+    """An agent's anatomy on `device`: `blocks` blocks saving 4 GiB each (1 GiB of it their
+    input), a head saving 1 GiB, a batch of 16."""
+
+    def row(
+        path: str, type_: str, act: float, params: float = 0, input_bytes: float = 0
+    ) -> dict[str, object]:
+        return {
+            "path": path, "type": type_, "device": device, "activations": int(act),
+            "activations_fp32": int(act), "parameters": int(params), "gradients": int(params),
+            "optimizer_state": int(2 * params), "input_bytes": int(input_bytes),
+        }  # fmt: skip
+
+    modules = [row(f"blocks.{i}", "Block", 4 * GiB, 200 * MiB, GiB) for i in range(blocks)]
+    modules.append(row("head", "Linear", GiB, 100 * MiB))
+    return Event(
+        3.0,
+        "anatomy",
+        {
+            "iteration": 1, "counted": "optimizer steps", "batch_size": 16,
+            "batch_bytes": 64 * MiB, "largest_saved": {device: 512 * MiB},
+            "modules": modules, "modules_left_out": 0, "partial": False, "skipped": "",
+        },
+    )  # fmt: skip
+
+
+def test_activations_dominate_names_the_largest_modules_and_orders_fixes_by_their_savings() -> None:
+    p = gpu_training(before=1 * GiB, peak=30 * GiB)
+    p.events.append(anatomy("cuda:0"))
+    [act] = RULES["activations-dominate"].check(p, DEFAULT_CONFIG)
+    assert "the largest activations (iteration 1): blocks.0 (Block) 4.00 GiB" in act.evidence.text
+    assert "checkpointing blocks.0 … blocks.3 would save 12.00 GiB" in act.evidence.text
+    largest = act.evidence.numbers["largest_activations"]
+    assert [m["module"] for m in largest] == ["blocks.0", "blocks.1", "blocks.2"]
+    # Checkpointing saves 12 GiB, half the batch about 8.6 GiB, bf16 8.5 GiB: in that order.
+    assert act.fixes[:3] == ("activation-checkpointing", "smaller-batch", "mixed-precision")
+
+
+def test_an_anatomy_of_another_device_says_nothing_of_this_one() -> None:
+    p = gpu_training(before=1 * GiB, peak=30 * GiB)
+    p.events.append(anatomy("cpu"))
+    [act] = RULES["activations-dominate"].check(p, DEFAULT_CONFIG)
+    assert "largest activations" not in act.evidence.text
+    assert act.fixes[0] == "activation-checkpointing"
 
 
 def test_no_mixed_precision_silent_under_autocast_and_when_the_model_dominates() -> None:
