@@ -1,6 +1,6 @@
 """A training loop of one of three models at a given batch size, for fit_projection.py.
 
-    python fit_models.py mlp|cnn|transformer BATCH STEPS
+    python fit_models.py mlp|cnn|transformer BATCH STEPS [cpu|cuda]
 
 mlp: four wide Linear layers with ReLU (activations grow with the batch, the weights do not);
 cnn: three convolutions with batch norm on 64x64 images; transformer: four pre-norm blocks
@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 KIND, BATCH, STEPS = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+DEVICE = sys.argv[4] if len(sys.argv) > 4 else "cpu"
 torch.manual_seed(0)
 torch.set_num_threads(1)
 SEQUENCE, VOCABULARY, WIDTH = 128, 2048, 256
@@ -57,11 +58,13 @@ class Transformer(nn.Module):
 
 def batch() -> tuple[torch.Tensor, torch.Tensor]:
     if KIND == "mlp":
-        return torch.randn(BATCH, 1024), torch.randint(0, 10, (BATCH,))
-    if KIND == "cnn":
-        return torch.randn(BATCH, 3, 64, 64), torch.randint(0, 10, (BATCH,))
-    tokens = torch.randint(0, VOCABULARY, (BATCH, SEQUENCE))
-    return tokens, torch.randint(0, VOCABULARY, (BATCH, SEQUENCE))
+        inputs, targets = torch.randn(BATCH, 1024), torch.randint(0, 10, (BATCH,))
+    elif KIND == "cnn":
+        inputs, targets = torch.randn(BATCH, 3, 64, 64), torch.randint(0, 10, (BATCH,))
+    else:
+        inputs = torch.randint(0, VOCABULARY, (BATCH, SEQUENCE))
+        targets = torch.randint(0, VOCABULARY, (BATCH, SEQUENCE))
+    return inputs.to(DEVICE), targets.to(DEVICE)
 
 
 if KIND == "mlp":
@@ -78,6 +81,7 @@ elif KIND == "cnn":
     )  # fmt: skip
 else:
     model = Transformer()
+model.to(DEVICE)
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
 for _ in range(STEPS):
     inputs, targets = batch()
