@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import select
 import selectors
 import socket
 import threading
@@ -103,6 +104,28 @@ class AgentServer(threading.Thread):
         for conn in list(self._agents.values()):
             with contextlib.suppress(OSError):
                 conn.sock.send(protocol.DETACH)
+
+    def settle(self, timeout: float) -> bool:
+        """Wait, at most `timeout` seconds, until every agent that connected has been read to
+        its end: those accepted and those still in the listen backlog. Once the target has
+        exited, a connection the server has not accepted yet (a busy machine, dozens of
+        short fork children) still holds frames that its process sent before it ended;
+        closing the listener would lose them. Returns at once when none ever connected."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if not self._conns and not self._backlog():
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.005)
+
+    def _backlog(self) -> bool:
+        """Whether a connection waits in the listen backlog (the server thread accepts it)."""
+        try:
+            readable, _, _ = select.select([self.listener], [], [], 0)
+        except (OSError, ValueError):
+            return False
+        return bool(readable)
 
     def close(self) -> None:
         self._halt.set()

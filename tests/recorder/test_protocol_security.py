@@ -578,3 +578,35 @@ def test_a_misbehaving_agent_cannot_stop_or_spoil_the_recording(tmp_path: Path) 
     assert [e.type for e in profile.events].count("exit") == 1
     assert profile.info.exit_code == 0
     assert profile.gpu is None
+
+
+def test_agents_still_waiting_to_be_accepted_when_the_target_ends_are_read_to_their_end(
+    handler: RecordingHandler,
+) -> None:
+    """A busy machine: the target and its short fork children connected, sent everything and
+    ended while the server thread had not run yet. settle() (the recorder's wait at the
+    target's end) waits for them to be accepted and read, rather than closing the listener
+    on frames their processes sent."""
+    srv = AgentServer(TOKEN, handler)
+    try:
+        for pid in range(1000, 1010):  # in the listen backlog: nothing accepts them yet
+            sock = socket.create_connection(("127.0.0.1", srv.port), timeout=TIMEOUT_S)
+            sock.sendall(protocol.hello_frame(TOKEN, pid) + events_frame(f"ended-{pid}"))
+            sock.close()
+        starter = threading.Timer(0.2, srv.start)  # the server thread gets the CPU late
+        starter.start()
+        assert srv.settle(TIMEOUT_S)
+        starter.join()
+        assert sorted(hello["pid"] for hello in handler.hellos) == list(range(1000, 1010))
+        assert sorted(handler.event_types()) == [f"ended-{pid}" for pid in range(1000, 1010)]
+    finally:
+        srv.close()
+
+
+def test_settle_returns_at_once_when_no_agent_ever_connected(handler: RecordingHandler) -> None:
+    srv = AgentServer(TOKEN, handler)
+    srv.start()
+    try:
+        assert srv.settle(0.0)  # a zero budget: only true when there is nothing to wait for
+    finally:
+        srv.close()
