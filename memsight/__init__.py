@@ -13,8 +13,22 @@ profile, as a context manager or a decorator), ``RecordError``, and the IPython 
 else is private and may change.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from memsight.profiler import __version__
-from memsight.profiler.inprocess.record import RecordError, record
+
+if TYPE_CHECKING:
+    from memsight.profiler.inprocess.record import RecordError, record
+
+
+def __getattr__(name: str) -> Any:
+    """``record`` and ``RecordError``, imported on first use: ``memsight run`` and the app,
+    which import this package too, never pay for them (PEP 562)."""
+    if name in ("record", "RecordError"):
+        from memsight.profiler.inprocess import record as module
+
+        return getattr(module, name)
+    raise AttributeError(f"module 'memsight' has no attribute {name!r}")
 
 
 def load_ipython_extension(ipython: object) -> None:

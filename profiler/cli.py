@@ -19,10 +19,6 @@ from collections.abc import Sequence
 
 from memsight import profiler
 from memsight.profiler.command_line import UsageError
-from memsight.profiler.commands.export import cmd_export
-from memsight.profiler.commands.gui import cmd_gui
-from memsight.profiler.commands.report import cmd_report
-from memsight.profiler.commands.run import cmd_run
 from memsight.profiler.terminal_text import terminal_safe
 
 TOP_HELP = """\
@@ -67,12 +63,21 @@ options:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    # Each command's module is imported when it is asked for: `memsight run` of a short script
+    # pays for what it uses, not for numpy and every other command (docs/architecture.md,
+    # "Targets": the cost of a run's start and end).
     try:
         if args[:1] == ["run"]:
+            from memsight.profiler.commands.run import cmd_run
+
             return cmd_run(args[1:], end_like_target=argv is None)
         if args[:1] == ["report"]:
+            from memsight.profiler.commands.report import cmd_report
+
             return cmd_report(args[1:])
         if args[:1] == ["export"]:
+            from memsight.profiler.commands.export import cmd_export
+
             return cmd_export(args[1:])
         if args[:1] == ["compare"]:
             from memsight.profiler.commands.compare import cmd_compare
@@ -100,6 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError(f"unknown option {args[0]} (see `memsight --help`)")
         if len(args) > 1:
             raise UsageError(f"unknown command {args[0]!r} (see `memsight --help`)")
+        from memsight.profiler.commands.gui import cmd_gui
+
         return cmd_gui(args)
     except UsageError as exc:
         # Usage errors quote the command line: a file name may hold any character.

@@ -11,15 +11,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from memsight.profiler.profile.model import Profile
-from memsight.profiler.profile.storage import ProfileError, load_profile
-from memsight.profiler.profile.summary import summarize, summarize_processes
 from memsight.profiler.typed_values import share_of_percent
 from memsight.profiler.units import format_bytes
 
-if TYPE_CHECKING:  # the diagnosis is imported when a gate runs, not when memsight starts
+if TYPE_CHECKING:  # profiles and the diagnosis are imported when a gate runs, not at start
     from memsight.profiler.comparison import Change, Comparison
     from memsight.profiler.diagnosis import Diagnosis
+    from memsight.profiler.profile.model import Profile
 
 GATE_FAILED = 3
 FAIL_ON = ("warning", "critical")
@@ -43,6 +41,8 @@ def findings_failures(diagnosis: Diagnosis, fail_on: str) -> list[str]:
 def peak_failures(profile: Profile, max_ram: int | None, max_gpu: int | None) -> list[str]:
     """RAM: the process tree's peak (the job's, every process with its children); GPU: the
     largest allocated peak of any process on any device."""
+    from memsight.profiler.profile.summary import summarize, summarize_processes
+
     failures = []
     if max_ram is not None:
         tree = summarize(profile).ram_tree
@@ -76,6 +76,8 @@ def read_baseline(path: str) -> Baseline:
     """The peaks of the profile at `path`; ValueError (one line, naming the file) when it
     cannot be read or holds no peak to compare with. Read before the run starts, so a bad
     baseline stops it before the script runs, and the profile is not kept in memory."""
+    from memsight.profiler.profile.storage import ProfileError, load_profile
+
     try:
         profile = load_profile(path)
     except ProfileError as exc:

@@ -41,8 +41,6 @@ from memsight.profiler.launch.spec import (
     default_profile_name,
 )
 from memsight.profiler.output_path import unused_path
-from memsight.profiler.profile.storage import ProfileError, load_profile
-from memsight.profiler.profile.summary import sampling_behind_text, sampling_pace, summarize
 from memsight.profiler.terminal_text import terminal_safe
 from memsight.profiler.typed_values import MAX_PERCENT, integer_between
 from memsight.profiler.units import format_bytes, format_duration
@@ -513,6 +511,10 @@ def _stream_server(serve: str | None, out: Path) -> StreamServer | None:
 
 def report_saved(path: Path) -> None:
     """What `memsight run` says of the profile it saved (and `connect` of its copy)."""
+    # Imported here: with -q nothing is said, and `memsight run` starts without them.
+    from memsight.profiler.profile.storage import ProfileError, load_profile
+    from memsight.profiler.profile.summary import sampling_behind_text, sampling_pace, summarize
+
     if not path.is_file():  # a device or a FIFO was written into: there is nothing to read back
         sys.stderr.write(f"memsight: wrote the profile into {terminal_safe(str(path))}\n")
         return

@@ -21,8 +21,6 @@ from memsight.profiler.gates import (
     peak_failures,
     read_baseline,
 )
-from memsight.profiler.profile.storage import ProfileError, load_profile
-from memsight.profiler.profile.summary import format_text
 from memsight.profiler.terminal_text import terminal_safe
 from memsight.profiler.typed_values import size_between
 
@@ -90,6 +88,8 @@ def run_check(out: Path, check: CheckOptions, baseline: Baseline | None, quiet: 
     """The report of the finished run, then every gate that failed, one line each."""
     from memsight.profiler.diagnosis import diagnose
     from memsight.profiler.diagnosis.text import format_findings
+    from memsight.profiler.profile.storage import ProfileError, load_profile
+    from memsight.profiler.profile.summary import format_text
 
     try:
         profile = load_profile(out)

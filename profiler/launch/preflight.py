@@ -8,8 +8,10 @@ its option) and says, in one sentence, what is wrong.
 from __future__ import annotations
 
 import ast
+import importlib.util
 import os
 import subprocess
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -177,6 +179,12 @@ def probe_interpreter(python: str) -> tuple[Interpreter | None, str]:
         return None, f"The interpreter {python} does not exist."
     if path.is_dir() or not os.access(path, os.X_OK):
         return None, f"{python} is not an executable program."
+    if os.path.abspath(python) == os.path.abspath(sys.executable):
+        # The interpreter running memsight (the default): it answers here, without starting a
+        # second one (tens of milliseconds on every run). The same path, not the same file
+        # behind symlinks: a virtual environment's python is its own environment.
+        has_torch = importlib.util.find_spec("torch") is not None
+        return Interpreter(python, (sys.version_info[0], sys.version_info[1]), has_torch), ""
     try:
         stat = path.stat()
         return _probe(str(path), stat.st_mtime_ns, stat.st_size), ""

@@ -15,8 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from memsight.profiler import protocol
 
 if TYPE_CHECKING:
@@ -130,6 +128,8 @@ def job_processes(profile: Profile) -> list[Profile]:
             up = profile.children[up].ppid
         if up in agents:
             owner[pid] = up
+    import numpy as np  # here: the recorder reads this module's names at start, not numpy
+
     table = profile.table("children")
     result = []
     for view in views:

@@ -1,14 +1,15 @@
-"""Buffer sample rows of one table and turn them into compact SAMPLES frames."""
+"""Buffer sample rows of one table and turn them into compact SAMPLES frames.
+
+numpy and the codec are imported at the first drain (or earlier by warm_imports, from a
+thread, while the target starts): `memsight run` starts the target without waiting for them.
+"""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
 
-import numpy as np
-
 from memsight.profiler import protocol
-from memsight.profiler.profile.codec import encode_row_delta
 from memsight.profiler.protocol import TableSchema
 
 # Blocks smaller than this are stored uncompressed: zlib's own header would outweigh the gain.
@@ -38,8 +39,25 @@ class TableBuffer:
         if not rows:
             return b""
         self.total_rows += len(rows)
+        import numpy as np
+
+        from memsight.profiler.profile.codec import encode_row_delta
+
         matrix = np.array(rows, dtype=np.int64)
         payload = encode_row_delta(self.schema, matrix)
         return protocol.encode_frame(
             protocol.SAMPLES, payload, compress=len(payload) >= COMPRESS_FROM
         )
+
+
+def warm_imports() -> threading.Thread:
+    """Import what draining and the profile's compaction need, in a thread: started once the
+    target runs, the imports overlap its own start instead of delaying it."""
+
+    def load() -> None:
+        import memsight.profiler.profile.codec
+        import memsight.profiler.profile.storage  # noqa: F401
+
+    thread = threading.Thread(target=load, name="memsight-imports", daemon=True)
+    thread.start()
+    return thread

@@ -25,11 +25,15 @@ def _load_prctl() -> Any:
     not happen between fork and exec."""
     if not sys.platform.startswith("linux"):
         return None
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        return libc.prctl
-    except (OSError, AttributeError):
-        return None
+    # glibc's own name first: find_library("c") runs `ldconfig -p` (twice), milliseconds on
+    # every run's start; it is asked only where that name does not load (musl).
+    for name in ("libc.so.6", None):
+        try:
+            libc = ctypes.CDLL(name or ctypes.util.find_library("c"), use_errno=True)
+            return libc.prctl
+        except (OSError, AttributeError, TypeError):
+            continue
+    return None
 
 
 def _die_with(prctl: Any, parent_pid: int, signum: int) -> None:

@@ -26,13 +26,12 @@ from memsight.profiler import protocol
 from memsight.profiler.launch.command import build_launch
 from memsight.profiler.launch.spec import ExitStatus, RunSpec
 from memsight.profiler.profile.processes import PROC_COLUMN, shared_table_name
-from memsight.profiler.profile.storage import ProfileError, compact_profile
 from memsight.profiler.profile.writer import ProfileWriter
 from memsight.profiler.protocol import CHILD_TABLE, NVML_TABLE, RAM_TABLE, TableSchema
 from memsight.profiler.recorder import nvml as nvml_mod
 from memsight.profiler.recorder import proctree
 from memsight.profiler.recorder.attached import AttachedTarget
-from memsight.profiler.recorder.blocks import TableBuffer
+from memsight.profiler.recorder.blocks import TableBuffer, warm_imports
 from memsight.profiler.recorder.output import OutputPump
 from memsight.profiler.recorder.sampler import HostSampler, TreeWatcher
 from memsight.profiler.recorder.server import AgentServer
@@ -272,6 +271,7 @@ class Recording:
             if self.snapshots is not None:
                 self.snapshots.finish()
             raise
+        warm_imports()
         self._begin(pid, t0, start_time, streams.unrecorded, streams.pumped)
 
     def attach(self, pid: int) -> None:
@@ -346,7 +346,7 @@ class Recording:
                     "start_time": start_time,
                     "t0_ns": t0,
                     "hostname": socket.gethostname(),
-                    "platform": platform.platform(),
+                    "platform": platform_name(),
                     "memsight_version": profiler.__version__,
                     "pid": pid,
                     "ram_total_bytes": total,
@@ -492,8 +492,7 @@ class Recording:
         self.tree.stop()
         if detached:
             self.server.ask_agents_to_detach()  # each takes its hooks out, then disconnects
-        if self.server.connected.is_set():
-            self.server.agent_gone.wait(AGENT_LINGER_S)
+        self.server.settle(AGENT_LINGER_S)
         for pump in self._pumps:
             pump.finish(OUTPUT_LINGER_S)
         for pump in self._pumps:
@@ -535,8 +534,28 @@ class Recording:
         assert self.writer is not None
         self.writer.close()
         # On failure the file as recorded stays: complete and valid, only larger and slower.
+        from memsight.profiler.profile.storage import ProfileError, compact_profile
+
         with contextlib.suppress(ProfileError, OSError, MemoryError, ValueError):
             compact_profile(self.out_path)
+
+
+def platform_name() -> str:
+    """platform.platform()'s text ("Linux-6.8.0-x86_64-with-glibc2.39"). On Linux it is built
+    here from os.uname() and the C library's version: platform.platform() runs `uname -p`, a
+    program, on every run's start, for a processor name it leaves out when it is the machine's
+    or unknown, as it is on Linux."""
+    if not sys.platform.startswith("linux"):
+        return platform.platform()
+    uname = os.uname()
+    libc = "".join(platform.libc_ver())
+    parts = [uname.sysname, uname.release, uname.machine, *(("with", libc) if libc else ())]
+    text = "-".join(p.strip() for p in parts if p.strip())
+    for bad in ' /\\:;"()':
+        text = text.replace(bad, "_" if bad == " " else "-")
+    while "--" in text:
+        text = text.replace("--", "-")
+    return text.strip("-")
 
 
 def _warn_on_stderr(line: str) -> None:

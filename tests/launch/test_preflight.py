@@ -56,10 +56,26 @@ def test_an_interpreter_without_torch_is_refused_for_a_script_that_imports_it(
     assert problems(RunSpec(target="plain.py", cwd=str(tmp_path), python=python)) == {}
 
 
-def test_the_current_interpreter_is_probed_once_and_remembered() -> None:
-    first, _ = probe_interpreter(sys.executable)
-    second, _ = probe_interpreter(sys.executable)
-    assert first is not None and first is second and first.has_torch and first.version >= (3, 10)
+def test_the_current_interpreter_answers_for_itself_without_starting_another(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def no_process(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a second interpreter was started")
+
+    monkeypatch.setattr("memsight.profiler.launch.preflight.subprocess.run", no_process)
+    found, why = probe_interpreter(sys.executable)
+    assert found is not None, why
+    assert found.version == sys.version_info[:2] and found.has_torch
+
+
+def test_another_interpreter_is_probed_once_and_remembered(tmp_path: Path) -> None:
+    # A link to this interpreter under another path: a different environment as far as
+    # memsight can tell, so it is asked by running it, once.
+    other = tmp_path / "python"
+    other.symlink_to(sys.executable)
+    first, _ = probe_interpreter(str(other))
+    second, _ = probe_interpreter(str(other))
+    assert first is not None and first is second and first.version == sys.version_info[:2]
 
 
 def test_torch_imports_are_found_in_any_form(tmp_path: Path) -> None:
