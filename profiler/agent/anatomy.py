@@ -134,6 +134,17 @@ class AnatomyHooks:
             measuring.remove()
             self._anatomy = None
 
+    def drop_anatomy(self) -> None:
+        """A fork child (a DataLoader worker): it measures nothing. The hooks it inherited are
+        taken out (the saved-tensor hooks where this thread pushed them; a child has only the
+        thread that forked) and nothing is ever sent."""
+        self._anatomy_wait = -1
+        for measuring in (self._anatomy, self._anatomy_closing):
+            if measuring is not None:
+                measuring.skipped = measuring.skipped or "a fork child"
+                measuring.remove()
+        self._anatomy = self._anatomy_closing = None
+
     def _suspend_anatomy(self) -> None:
         """torch.export is under way: strict export refuses global module hooks."""
         measuring = self._anatomy

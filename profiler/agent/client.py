@@ -693,6 +693,9 @@ class Agent(Outbox):
         censuses = getattr(self.instrumentation, "censuses", None)
         if censuses is not None:
             censuses.every = None  # no census in a fork child: DataLoader workers come by the dozen
+        drop_anatomy = getattr(self.instrumentation, "drop_anatomy", None)
+        if drop_anatomy is not None:
+            drop_anatomy()  # nor an anatomy: the parent measures the training iteration
         # Rows of this process name things by the numbers its parent announced.
         for name, name_id in list(self._names.items()):
             self.event("name", id=name_id, name=name)

@@ -269,3 +269,18 @@ def test_checkpointed_blocks_train_as_without_memsight_and_save_only_their_input
     # Inside a checkpoint its own hooks keep nothing but the block's input: no Tanh output
     # is charged to the blocks.
     assert all(modules.get(f"blocks.{i}.1", {}).get("activations", 0) == 0 for i in range(3))
+
+
+def test_a_fork_child_drops_the_measurement_and_its_hooks() -> None:
+    # What the agent does in a DataLoader worker forked before the first training forward.
+    inst, agent = hooked_with("auto")
+    try:
+        assert inst._anatomy_global_hooks()  # armed: waiting for the first training forward
+        inst.drop_anatomy()
+        assert inst._anatomy_global_hooks() == []
+        train(mlp(), 2)
+        assert torch._C._autograd._top_saved_tensors_default_hooks(False) is None
+    finally:
+        inst.uninstall()
+    assert agent.of("anatomy") == []
+    assert_no_hooks_left()
