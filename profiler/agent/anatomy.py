@@ -216,8 +216,8 @@ class _Measurement:
         self.batch_pending = False  # the root had no input tensor: its first module's
         self.skipped = ""
         self.fp32 = getattr(self.torch, "float32", None)
-        self.dtype_of = _tensor_field(self.reader, "dtype")
-        self.version_of = _tensor_field(self.reader, "_version")
+        self.dtype_of = self.reader.dtype_of
+        self.version_of = self.reader.version_of
         self.size_of = getattr(getattr(self.torch, "Tensor", None), "size", None)
         graph = getattr(getattr(self.torch, "autograd", None), "graph", None)
         self.hooks_class: Any = getattr(graph, "saved_tensors_hooks", None)
@@ -623,13 +623,3 @@ def _storage_key(reader: Reader, tensor: Any) -> Optional[Tuple[str, int]]:
 
 def _nbytes(reader: Reader, tensor: Any) -> int:
     return int(reader.storage_of(tensor).nbytes())
-
-
-def _tensor_field(reader: Reader, name: str) -> Callable[[Any], Any]:
-    """TensorBase's own getter of `name` (a subclass' property never runs)."""
-    base = reader.tensor_base
-    fields: Any = type.__dict__["__dict__"].__get__(base) if base is not None else {}
-    get = getattr(fields.get(name), "__get__", None)
-    if get is not None:
-        return lambda tensor: get(tensor)
-    return lambda tensor: getattr(tensor, name)

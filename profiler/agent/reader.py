@@ -69,6 +69,8 @@ class Reader:
         self.device_of = field("device")
         self.storage_of = field("untyped_storage")
         self.dim_of = field("dim")
+        self.dtype_of = field("dtype")
+        self.version_of = field("_version")
         self.register_hook: Callable[[Any, Any], Any] = getattr(
             tensor, "register_hook", lambda t, hook: t.register_hook(hook)
         )

@@ -13,7 +13,7 @@ from memsight.profiler.diagnosis.anatomy import (
     main_anatomy,
     not_measured,
 )
-from memsight.profiler.diagnosis.fit import Fit, ModuleGroup, fit, module_groups, projection
+from memsight.profiler.diagnosis.fit import Fit, ModuleGroup, fit, module_groups
 from memsight.profiler.profile.model import Profile
 from memsight.profiler.profile.series import memory_name
 from memsight.profiler.units import format_bytes
@@ -285,5 +285,4 @@ __all__ = [
     "fit_json",
     "format_anatomy",
     "format_fit",
-    "projection",
 ]
