@@ -33,6 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import memsight_cmd, print_table, python_cmd, verdict, write_result
+from tests.load import CpuHogs
 
 RATIO_TARGET = 1.5
 WRITER = """
@@ -107,7 +108,23 @@ def main() -> int:
         default="terminal,pipe,file",
         help="kinds of stdout, comma-separated (default terminal,pipe,file)",
     )
+    p.add_argument(
+        "--hogs",
+        type=int,
+        default=0,
+        help="busy loops running beside every run, as a test suite keeps the cores busy "
+        "(default 0; 2 per core is the suite's --cpu-hogs=auto)",
+    )
     args = p.parse_args()
+    hogs = CpuHogs(args.hogs)
+    hogs.start()
+    try:
+        return measure(args)
+    finally:
+        hogs.stop()
+
+
+def measure(args: argparse.Namespace) -> int:
 
     folder = Path(tempfile.mkdtemp(prefix="memsight-output-relay-"))
     script = folder / "writer.py"
@@ -168,7 +185,8 @@ def main() -> int:
             "target",
         ],
         rows,
-        title=f"output_relay: {args.mib} MiB to stdout, {args.repeat} pairs each",
+        title=f"output_relay: {args.mib} MiB to stdout, {args.repeat} pairs each"
+        + (f", beside {args.hogs} busy loops" if args.hogs else ""),
     )
     line = verdict(
         "output_relay",
@@ -184,6 +202,7 @@ def main() -> int:
             "verdict": line,
             "mib": args.mib,
             "repeat": args.repeat,
+            "hogs": args.hogs,
             "kinds": results,
         },
     )

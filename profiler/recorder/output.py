@@ -8,6 +8,7 @@ bytes.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
 import os
@@ -20,6 +21,15 @@ from collections.abc import Callable
 from memsight.profiler import protocol
 
 RECORD_LIMIT = 32 * 1024 * 1024
+# What one delivery gathers at most. A pseudo-terminal gives at most 4 KiB a read (its line
+# discipline's buffer), so a script writing fast fills it many times over while the pump
+# copies one chunk on; everything already there is read before it is copied on and recorded
+# at once: one write to the terminal and one frame for up to this much, not one per 4 KiB.
+BATCH_BYTES = 1024 * 1024
+READ_BYTES = 65536
+# What the copy to memsight's own terminal may fall behind the reading by before the reading
+# waits for it (as the target would have waited for that terminal under plain python).
+QUEUED_BYTES = 8 * 1024 * 1024
 
 
 class StreamChannel:
@@ -74,6 +84,7 @@ class OutputPump(threading.Thread):
         # finish() writes here, so the pump can wait for output without a timeout.
         self._wake_read, self._wake_write = os.pipe()
         self._wake_lock = threading.Lock()
+        self._copy: Copier | None = None
 
     def finish(self, grace_s: float) -> None:
         """Stop reading `grace_s` seconds from now, even if a grandchild still holds the pipe."""
@@ -85,6 +96,11 @@ class OutputPump(threading.Thread):
 
     def run(self) -> None:
         fd = self.channel.read_fd
+        if self.passthrough_fd is not None:
+            self._copy = Copier(self.passthrough_fd, self.stream)
+            self._copy.start()
+        waiting = select.poll()
+        waiting.register(fd, select.POLLIN)
         try:
             while True:
                 timeout = None
@@ -97,24 +113,32 @@ class OutputPump(threading.Thread):
                     if self._stop_at is not None and time.monotonic() >= self._stop_at:
                         return
                     continue
-                try:
-                    data = os.read(fd, 65536)
-                except OSError as exc:
-                    if exc.errno == errno.EIO:  # pty: every writer has closed it
-                        return
-                    raise
-                if not data:
+                data, ended = _read(fd)
+                if data and not ended:
+                    chunks = [data]
+                    gathered = len(data)
+                    while gathered < BATCH_BYTES and waiting.poll(0):
+                        data, ended = _read(fd)
+                        chunks.append(data)
+                        gathered += len(data)
+                        if ended:
+                            break
+                    data = b"".join(chunks)
+                if data:
+                    self._deliver(data)
+                if ended:
                     return
-                self._deliver(data)
         finally:
+            if self._copy is not None:
+                self._copy.close()  # everything read is on the terminal when the pump ends
             with self._wake_lock:
                 for own in (fd, self._wake_read, self._wake_write):
                     os.close(own)
                 self._wake_write = -1
 
     def _deliver(self, data: bytes) -> None:
-        if self.passthrough_fd is not None:
-            _write_all(self.passthrough_fd, data)
+        if self._copy is not None:
+            self._copy.put(data)
         if self.recorded >= self.record_limit:
             return
         if self.channel.crlf:
@@ -126,6 +150,62 @@ class OutputPump(threading.Thread):
         )
         if self.recorded >= self.record_limit and self.on_truncated is not None:
             self.on_truncated(self.stream)
+
+
+class Copier(threading.Thread):
+    """Writes what a pump read on to memsight's own terminal (or stdout), in a thread of its
+    own, so the pump goes back to reading at once: the target's writes then wait for
+    memsight's reading only, not also for the terminal that shows them, which under plain
+    python they would have reached in one step. At most QUEUED_BYTES behind; past that the
+    pump waits, and the target with it, as for a terminal that does not keep up."""
+
+    def __init__(self, fd: int, stream: int) -> None:
+        super().__init__(name=f"memsight-copy-{stream}", daemon=True)
+        self.fd = fd
+        self._chunks: collections.deque[bytes] = collections.deque()
+        self._queued = 0  # bytes put and not yet written
+        self._closed = False
+        self._changed = threading.Condition()
+
+    def put(self, data: bytes) -> None:
+        with self._changed:
+            while self._queued >= QUEUED_BYTES:
+                self._changed.wait()
+            self._chunks.append(data)
+            self._queued += len(data)
+            self._changed.notify_all()
+
+    def close(self) -> None:
+        """Return once everything put has been written."""
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
+        self.join()
+
+    def run(self) -> None:
+        while True:
+            with self._changed:
+                while not self._chunks and not self._closed:
+                    self._changed.wait()
+                if not self._chunks:
+                    return
+                data = b"".join(self._chunks)
+                self._chunks.clear()
+            _write_all(self.fd, data)
+            with self._changed:
+                self._queued -= len(data)
+                self._changed.notify_all()
+
+
+def _read(fd: int) -> tuple[bytes, bool]:
+    """What `fd` has (it is readable), and whether its writers are all gone."""
+    try:
+        data = os.read(fd, READ_BYTES)
+    except OSError as exc:
+        if exc.errno == errno.EIO:  # pty: every writer has closed it
+            return b"", True
+        raise
+    return data, not data
 
 
 def _write_all(fd: int, data: bytes) -> None:
