@@ -30,6 +30,7 @@ from memsight.app.plotting import HeadroomViewBox
 from memsight.profiler import protocol
 from memsight.profiler.profile.model import Profile
 from memsight.profiler.profile.series import MARK_COLORS
+from memsight.profiler.profile.spanindex import SpanIndex, spans_overlapping
 
 MAX_SPANS_DRAWN = 1500
 MAX_EVENT_LINES = 50  # lines across the plots at errors and the exit; the rest are marks only
@@ -289,6 +290,8 @@ class EventLane:
         self.ram_plot = ram_plot
         self.gpu_plot = gpu_plot
         self.profile: Profile | None = None
+        self._spans_key: tuple[int, int] | None = None  # the spans table indexed, its length
+        self._span_index: dict[int, SpanIndex] = {}
         self.plot = graphics.addPlot(row=row, col=0, axisItems={"bottom": SecondsAxis("bottom")})
         self.plot.setMaximumHeight(70)
         self.plot.getAxis("left").setWidth(72)
@@ -381,20 +384,28 @@ class EventLane:
             self.backward.setOpts(x0=[], x1=[])
             return
         low, high = self.plot.getViewBox().viewRange()[0]
-        visible = (spans["end"] >= low) & (spans["t"] <= high)
+        # A table that has not grown since the last frame is indexed once (a finished
+        # profile); one still growing (a live run) is searched by a pass over it instead of
+        # being sorted again on every frame.
+        key = (id(spans), len(spans))
+        stable = key == self._spans_key
+        if not stable:
+            self._spans_key, self._span_index = key, {}
         for kind, item in (
             (protocol.SPAN_FORWARD, self.forward),
             (protocol.SPAN_BACKWARD, self.backward),
         ):
-            mask = (
-                visible
-                & (spans["kind"] == kind)
-                & ((spans["depth"] == 0) | (kind != protocol.SPAN_FORWARD))
-            )
-            if int(mask.sum()) > MAX_SPANS_DRAWN:
+            if stable:
+                index = self._span_index.get(kind)
+                if index is None:
+                    index = self._span_index[kind] = SpanIndex.of(spans, kind)
+                starts, ends = index.overlapping(low, high)
+            else:
+                starts, ends = spans_overlapping(spans, kind, low, high)
+            if len(starts) > MAX_SPANS_DRAWN:
                 item.setOpts(x0=[], x1=[])  # zoom in to see phases
                 continue
-            item.setOpts(x0=spans["t"][mask], x1=spans["end"][mask])
+            item.setOpts(x0=starts, x1=ends)
 
     def _draw_events(self, profile: Profile, job: Profile | None) -> None:
         for plot, line in self.lines:

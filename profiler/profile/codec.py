@@ -15,10 +15,18 @@ Three encodings carry the same thing, a matrix of int64 rows (t first):
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from memsight.profiler import protocol
 from memsight.profiler.protocol import ProtocolError, TableSchema
+
+# Packed blocks decode in threads when the table is at least this large (a day-long run's;
+# below it the threads cost more than they save).
+PARALLEL_DECODE_BYTES = 32 * 1024 * 1024
+MAX_DECODE_THREADS = 4
 
 COUNT_SIZE = 4  # the u32 row count that opens ROWS_DELTA and COLUMNS_PACKED blocks
 
@@ -101,19 +109,47 @@ def decode_blocks(schema: TableSchema, encoding: int, blocks: list[bytes]) -> np
         return matrix
     if encoding == protocol.ROWS_DELTA:
         return _decode_row_deltas(blocks, ncols)
-    parts = [_decode_columns_packed(block, ncols) for block in blocks]
-    return np.concatenate(parts) if parts else np.empty((0, ncols), dtype=np.int64)
+    counts = [int.from_bytes(block[:COUNT_SIZE], "little") for block in blocks]
+    # Column by column in memory (the matrix returned is its transposed view): each column
+    # a contiguous array, as the tables store them, so handing them on copies no strides.
+    by_column = np.empty((ncols, sum(counts)), dtype=np.int64)
+    starts = np.concatenate(([0], np.cumsum(counts, dtype=np.int64)))
+
+    def decode(i: int) -> None:
+        _decode_columns_packed(blocks[i], by_column[:, starts[i] : starts[i + 1]])
+
+    if by_column.nbytes < PARALLEL_DECODE_BYTES or len(blocks) < 2:
+        for i in range(len(blocks)):
+            decode(i)
+    else:
+        # numpy lets go of the GIL in these loops: a large profile decodes on every core.
+        workers = min(len(blocks), os.cpu_count() or 1, MAX_DECODE_THREADS)
+        with ThreadPoolExecutor(workers, thread_name_prefix="memsight-decode") as pool:
+            for _ in pool.map(decode, range(len(blocks))):
+                pass
+    rows_first: np.ndarray = by_column.T
+    return rows_first
 
 
-def _decode_columns_packed(block: bytes, ncols: int) -> np.ndarray:
-    rows = int.from_bytes(block[:COUNT_SIZE], "little")
+def _decode_columns_packed(block: bytes, out: np.ndarray) -> None:
+    """One COLUMNS_PACKED block into `out`, its (columns, rows) part of the table."""
+    ncols, rows = out.shape
     planes = np.frombuffer(block, dtype=np.uint8, offset=COUNT_SIZE).reshape(8, rows * ncols)
-    zigzag = np.ascontiguousarray(planes.T).view("<u8").reshape(ncols, rows)
+    # The planes put back together byte by byte: assigning each plane to its byte of every
+    # value is about 3x faster than a copy of the transposed (8, n) view.
+    interleaved = np.empty((rows * ncols, 8), dtype=np.uint8)
+    for byte in range(8):
+        interleaved[:, byte] = planes[byte]
+    zigzag = interleaved.view("<u8").reshape(ncols, rows)
+    # (z >> 1) ^ -(z & 1) on int64 views, in place, then the running sum straight into
+    # `out`: a day-long run's tables are hundreds of MB, and each pass over them counts.
+    sign = zigzag.view(np.int64) & 1
+    np.negative(sign, out=sign)
+    np.right_shift(zigzag, np.uint64(1), out=zigzag)
+    values = zigzag.view(np.int64)
+    np.bitwise_xor(values, sign, out=values)
     with np.errstate(over="ignore"):
-        magnitude = (zigzag >> np.uint64(1)).astype(np.int64)
-        sign = -(zigzag & np.uint64(1)).astype(np.int64)
-        values: np.ndarray = np.cumsum(magnitude ^ sign, axis=1, dtype=np.int64).T
-        return values
+        np.cumsum(values, axis=1, dtype=np.int64, out=out)
 
 
 def _decode_row_deltas(blocks: list[bytes], ncols: int) -> np.ndarray:

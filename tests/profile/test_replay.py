@@ -224,6 +224,27 @@ def test_packed_columns_round_trip_any_int64_values(rows: int) -> None:
     assert np.array_equal(codec.decode_blocks(schema, encoding, [data]), matrix)
 
 
+@pytest.mark.parametrize("threaded", [False, True])
+def test_packed_blocks_decode_in_order_whether_in_threads_or_not(
+    threaded: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A day-long run's tables decode their blocks in threads; each block lands in its place.
+    monkeypatch.setattr(codec, "PARALLEL_DECODE_BYTES", 0 if threaded else 2**62)
+    rng = np.random.default_rng(7)
+    schema = protocol.RAM_TABLE
+    parts = []
+    for rows in (1, 500, 37, 2000, 3):
+        part = rng.integers(-(2**40), 2**40, size=(rows, 5), dtype=np.int64)
+        part[:, 0] = np.sort(part[:, 0])
+        parts.append(part)
+    blocks = []
+    for part in parts:
+        _, encoding, data = protocol.split_samples(codec.encode_columns_packed(schema, part))
+        blocks.append(data)
+    decoded = codec.decode_blocks(schema, encoding, blocks)
+    assert np.array_equal(decoded, np.concatenate(parts))
+
+
 def test_compaction_keeps_the_decoded_profile_and_shrinks_the_file(tmp_path: Path) -> None:
     path = tmp_path / "p.memsight"
     writer = ProfileWriter(path)
