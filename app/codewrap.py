@@ -23,6 +23,8 @@ def _break_at(text: str, start: int, room: int) -> int:
     the second half of the room, not before `start`, else the room's end."""
     for cut in range(room, max(start, room // 2) - 1, -1):
         if text[cut - 1] in BREAK_AFTER or text[cut] in BREAK_BEFORE:
+            if text[:cut].rstrip(" ").endswith("#"):
+                continue  # a comment's mark stays with its words: break before it instead
             return cut
     return room
 

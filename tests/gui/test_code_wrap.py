@@ -41,6 +41,14 @@ def test_a_line_breaks_where_code_breaks_well_not_in_a_name() -> None:
     ]
 
 
+@pytest.mark.parametrize("columns", range(MIN_COLUMNS, 60))
+def test_a_comment_mark_is_never_left_at_the_end_of_a_piece(columns: int) -> None:
+    # An aligned comment: a break after "#" would leave the mark alone at a line's end.
+    line = "    recent = deque(maxlen=8)          # changed: bounded, the oldest dropped"
+    pieces = wrap_line(line, columns)
+    assert not any(piece.rstrip().endswith("#") for piece in pieces), pieces
+
+
 def test_a_line_that_fits_is_untouched_and_markup_is_escaped() -> None:
     assert wrap_line("a = b", 40) == ["a = b"]
     shown = code_html("if a < b and c > d:\n    print('<b>')", 40)
