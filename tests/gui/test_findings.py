@@ -10,10 +10,11 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
-from memsight.app.findings import finding_html
+from memsight.app.findings import finding_html, no_problems_html
 from memsight.app.mainwindow import MainWindow
 from memsight.profiler.diagnosis import Diagnosis, Evidence, Finding, get_fix
 from memsight.profiler.profile.model import Profile
+from tests.factories import sample_profile
 from tests.gui.support import NO_ZERO_GRAD, run_to_end
 from tests.support import write_script
 
@@ -67,6 +68,15 @@ def test_a_clean_run_says_no_problems_with_its_key_numbers(
     assert panel.header.text() == "No problems found"
     shown = panel.details.toPlainText()
     assert "No problems found" in shown and "Peak RAM, main process" in shown
+
+
+def test_a_run_still_going_says_up_to_when_it_was_judged() -> None:
+    # The status bar runs ahead of the last look the rules took: the panel names its time
+    # for what it is, never as the run's duration.
+    profile = sample_profile()
+    going = no_problems_html(profile, final=False)
+    assert "Judged up to" in going and "Duration" not in going
+    assert "Duration" in no_problems_html(profile, final=True)
 
 
 def test_text_from_the_target_is_shown_as_text_never_as_markup(window: MainWindow) -> None:
