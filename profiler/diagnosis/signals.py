@@ -325,7 +325,19 @@ def linked_forward_ids(profile: Profile) -> np.ndarray:
     spans = profile.spans
     if spans is None:
         return np.empty(0, dtype=np.int64)
-    return np.unique(spans["id"][spans["kind"] == protocol.SPAN_LINK])
+    return distinct(spans["id"][spans["kind"] == protocol.SPAN_LINK])
+
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """np.unique(values), by a sort and a comparison of neighbours: for the millions of
+    spans of a day-long run several times faster than np.unique's hashing here."""
+    ordered = np.sort(values)
+    if len(ordered) < 2:
+        return ordered
+    keep = np.empty(len(ordered), dtype=bool)
+    keep[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]
 
 
 def backward_count(profile: Profile) -> int:

@@ -34,6 +34,7 @@ from memsight.profiler.diagnosis.contents import censuses, contents
 from memsight.profiler.diagnosis.finding import Evidence, Finding, Location, Severity
 from memsight.profiler.diagnosis.signals import (
     backward_count,
+    distinct,
     forward_rows,
     linked_forward_ids,
     rise_during,
@@ -134,7 +135,7 @@ def check(profile: Profile, config: DiagnosisConfig) -> list[Finding]:
     linked = np.isin(rows["id"], linked_forward_ids(profile))
     candidate = grad & requires & outermost & ~linked
     if backward_count(profile):
-        modules_with_backward = np.unique(rows["module"][linked])
+        modules_with_backward = distinct(rows["module"][linked])
         seen_module = np.isin(rows["module"], modules_with_backward)
         candidate &= ~training | seen_module
     count = int(candidate.sum())
@@ -145,7 +146,7 @@ def check(profile: Profile, config: DiagnosisConfig) -> list[Finding]:
     batch_count = len(batches[0])
     if batch_count < config.inference_min_forwards:
         return []
-    names = sorted({profile.name(m) for m in np.unique(module)})
+    names = sorted({profile.name(m) for m in distinct(module)})
     eval_count = int((candidate & ~training).sum())
     # A batch is in eval mode when its model was: a loss module is rarely switched to eval.
     eval_batches = int(batches[2].sum())
@@ -235,7 +236,7 @@ def check(profile: Profile, config: DiagnosisConfig) -> list[Finding]:
                 numbers,
             ),
             ("no-grad-inference",),
-            _call_sites(profile, rows["id"][candidate], np.unique(module)),
+            _call_sites(profile, rows["id"][candidate], distinct(module)),
         )
     ]
 

@@ -1,11 +1,12 @@
-"""IterationLevels.readings: how many distinct levels were read, whatever the order."""
+"""Counting in the diagnosis' signals, done without np.unique's hashing where the millions of
+rows of a day-long run make it slow: the same answers as np.unique."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from memsight.profiler.diagnosis.signals import IterationLevels
+from memsight.profiler.diagnosis.signals import IterationLevels, distinct
 from memsight.profiler.protocol import OPTIMIZER_STEPS
 
 
@@ -30,3 +31,15 @@ def test_readings_count_the_distinct_groups_in_order_or_not(group: int) -> None:
     ]
     for index in picks:
         assert levels.readings(index) == len(np.unique((index - 1) // group))
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 10, 5000])
+def test_distinct_is_np_unique(size: int) -> None:
+    rng = np.random.default_rng(size)
+    for values in (
+        rng.integers(-50, 50, size),
+        rng.integers(-(2**62), 2**62, size),
+        np.arange(size)[::-1],
+        np.zeros(size, dtype=np.int64),
+    ):
+        assert np.array_equal(distinct(values), np.unique(values))
