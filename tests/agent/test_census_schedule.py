@@ -168,3 +168,26 @@ def test_censuses_on_the_clock_leave_the_loop_its_first_two(
     for step in range(1, 30):
         schedule.at_boundary(OPTIMIZER_STEPS, step)
     assert taken(agent)[2:] == [(OPTIMIZER_STEPS, 5), (OPTIMIZER_STEPS, 10)]
+
+
+def test_the_loops_censuses_are_not_charged_for_those_on_the_clock(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Seen on a busy machine: a census on the clock while the script was still building
+    # (140 ms) spent a short loop's budget, the loop got its free first two (steps 5 and 10)
+    # and no later one, both before the leak's climb, and the holder went unnamed.
+    now = [1000.0]
+    monkeypatch.setattr("memsight.profiler.agent.census_schedule.time.monotonic", lambda: now[0])
+    agent = Agent()
+    agent.started = 1000.0  # type: ignore[attr-defined]
+    schedule = CensusSchedule(cast(AgentPort, agent), torch, "auto")
+    now[0] = 1002.0
+    schedule.on_clock()
+    assert [kind for kind, _ in taken(agent)] == ["time"]
+    monkeypatch.setattr(census_schedule, "BUDGET_SHARE", 0.0)
+    monkeypatch.setattr(census_schedule, "BUDGET_FLOOR_S", 1000.0)  # any census fits it...
+    schedule._spent += 5000.0  # ...but not what the census on the clock cost
+    schedule._spent_on_clock += 5000.0
+    for step in range(1, 50):
+        schedule.at_boundary(OPTIMIZER_STEPS, step)
+    assert taken(agent)[1:] == [(OPTIMIZER_STEPS, n) for n in (5, 10, 20, 40)]
