@@ -28,7 +28,7 @@ from memsight.app.jobview import event_count, event_label, later_sighting, proce
 from memsight.app.plaintext import MAX_LABEL, shorten, tooltip
 from memsight.app.plotting import HeadroomViewBox
 from memsight.profiler import protocol
-from memsight.profiler.profile.model import Profile
+from memsight.profiler.profile.model import Profile, SampleTable
 from memsight.profiler.profile.series import MARK_COLORS
 from memsight.profiler.profile.spanindex import SpanIndex, spans_overlapping
 
@@ -290,7 +290,7 @@ class EventLane:
         self.ram_plot = ram_plot
         self.gpu_plot = gpu_plot
         self.profile: Profile | None = None
-        self._spans_key: tuple[int, int] | None = None  # the spans table indexed, its length
+        self._spans_key: tuple[SampleTable, int] | None = None  # the table indexed, its length
         self._span_index: dict[int, SpanIndex] = {}
         self.plot = graphics.addPlot(row=row, col=0, axisItems={"bottom": SecondsAxis("bottom")})
         self.plot.setMaximumHeight(70)
@@ -387,10 +387,14 @@ class EventLane:
         # A table that has not grown since the last frame is indexed once (a finished
         # profile); one still growing (a live run) is searched by a pass over it instead of
         # being sorted again on every frame.
-        key = (id(spans), len(spans))
-        stable = key == self._spans_key
+        # The table itself is kept, not its id: an id may be reused by the next profile's.
+        stable = (
+            self._spans_key is not None
+            and self._spans_key[0] is spans
+            and self._spans_key[1] == len(spans)
+        )
         if not stable:
-            self._spans_key, self._span_index = key, {}
+            self._spans_key, self._span_index = (spans, len(spans)), {}
         for kind, item in (
             (protocol.SPAN_FORWARD, self.forward),
             (protocol.SPAN_BACKWARD, self.backward),

@@ -112,6 +112,15 @@ class Iterations:
         return np.arange(1, len(self.t) + 1, dtype=np.int64)
 
 
+def phase_mask(spans: SampleTable, kind: int) -> np.ndarray:
+    """The spans that are phases of `kind`: every backward pass, and the outermost forward
+    passes (depth 0; a module called inside another's forward is part of that phase)."""
+    mask: np.ndarray = spans["kind"] == kind
+    if kind == protocol.SPAN_FORWARD and "depth" in spans:
+        mask &= spans["depth"] == 0
+    return mask
+
+
 def iterations(profile: Profile) -> Iterations | None:
     """The iterations of the run's loop; None when it has none (no module, no optimizer).
 
@@ -125,15 +134,12 @@ def iterations(profile: Profile) -> Iterations | None:
     spans = profile.spans
     if spans is None:
         return None
-    kind = spans["kind"]
-    backward = kind == protocol.SPAN_BACKWARD
+    backward = phase_mask(spans, protocol.SPAN_BACKWARD)
     if backward.any():
         t, end = spans.t[backward], spans["end"][backward]
         order = np.argsort(t, kind="stable")
         return Iterations(BACKWARD_PASSES, t[order], end[order])
-    forward = kind == protocol.SPAN_FORWARD
-    if "depth" in spans:
-        forward &= spans["depth"] == 0
+    forward = phase_mask(spans, protocol.SPAN_FORWARD)
     if not forward.any():
         return None
     t, end, module = spans.t[forward], spans["end"][forward], spans["module"][forward]

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from memsight.profiler import protocol
 from memsight.profiler.profile.model import SampleTable
+from memsight.profiler.profile.series import phase_mask
 
 
 @dataclass(frozen=True)
@@ -27,9 +27,7 @@ class SpanIndex:
 
     @classmethod
     def of(cls, spans: SampleTable, kind: int) -> SpanIndex:
-        mask = spans["kind"] == kind
-        if kind == protocol.SPAN_FORWARD and "depth" in spans:
-            mask &= spans["depth"] == 0
+        mask = phase_mask(spans, kind)
         t, end = spans.t[mask], spans["end"][mask]
         order = np.argsort(t, kind="stable")
         t, end = t[order], end[order]
@@ -52,7 +50,5 @@ def spans_overlapping(
 ) -> tuple[np.ndarray, np.ndarray]:
     """What SpanIndex.overlapping finds, by one pass over every span (for a table still
     growing, where an index would be rebuilt on every call)."""
-    mask = (spans["end"] >= low) & (spans.t <= high) & (spans["kind"] == kind)
-    if kind == protocol.SPAN_FORWARD and "depth" in spans:
-        mask &= spans["depth"] == 0
+    mask = phase_mask(spans, kind) & (spans["end"] >= low) & (spans.t <= high)
     return spans.t[mask], spans["end"][mask]

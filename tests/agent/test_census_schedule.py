@@ -34,6 +34,17 @@ def unlimited_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(census_schedule, "MAX_PAUSE_S", 60.0)
 
 
+def on_a_clock(
+    monkeypatch: pytest.MonkeyPatch, start: float, mode: str = "auto"
+) -> tuple[list[float], Agent, CensusSchedule]:
+    """A schedule whose clock reads now[0], started (as its agent) at `start`."""
+    now = [start]
+    monkeypatch.setattr("memsight.profiler.agent.census_schedule.time.monotonic", lambda: now[0])
+    agent = Agent()
+    agent.started = start  # type: ignore[attr-defined]
+    return now, agent, CensusSchedule(cast(AgentPort, agent), torch, mode)
+
+
 def taken(agent: Agent) -> list[tuple[str, int]]:
     return [(e["iterations_are"], e["iteration"]) for e in agent.events if e["type"] == "census"]
 
@@ -84,11 +95,7 @@ def test_over_budget_a_census_waits_for_a_later_iteration(monkeypatch: pytest.Mo
 def test_a_program_without_iterations_gets_censuses_on_the_clock(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    now = [1000.0]
-    monkeypatch.setattr("memsight.profiler.agent.census_schedule.time.monotonic", lambda: now[0])
-    agent = Agent()  # torch imported at 1000 s
-    agent.started = 1000.0  # type: ignore[attr-defined]
-    schedule = CensusSchedule(cast(AgentPort, agent), torch, "auto")
+    now, agent, schedule = on_a_clock(monkeypatch, 1000.0)  # torch imported at 1000 s
     seen = []
     for second in range(0, 40):
         now[0] = 1000.0 + second
@@ -106,11 +113,7 @@ def test_a_program_without_iterations_gets_censuses_on_the_clock(
 
 
 def test_every_n_on_the_clock_is_every_n_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
-    now = [0.0]
-    monkeypatch.setattr("memsight.profiler.agent.census_schedule.time.monotonic", lambda: now[0])
-    agent = Agent()
-    agent.started = 0.0  # type: ignore[attr-defined]
-    schedule = CensusSchedule(cast(AgentPort, agent), torch, "every-3")
+    now, agent, schedule = on_a_clock(monkeypatch, 0.0, "every-3")
     for tenth in range(0, 120):
         now[0] = tenth / 10
         schedule.on_clock()
@@ -154,11 +157,7 @@ def test_censuses_on_the_clock_leave_the_loop_its_first_two(
     # clock, which spent the budget, and its loop none, so no holder of the leak was named.
     # Censuses are compared within their kind: the loop's first two start whatever the
     # budget says.
-    now = [1000.0]
-    monkeypatch.setattr("memsight.profiler.agent.census_schedule.time.monotonic", lambda: now[0])
-    agent = Agent()
-    agent.started = 1000.0  # type: ignore[attr-defined]
-    schedule = CensusSchedule(cast(AgentPort, agent), torch, "auto")
+    now, agent, schedule = on_a_clock(monkeypatch, 1000.0)
     for second in (2, 4):
         now[0] = 1000.0 + second
         schedule.on_clock()
@@ -176,11 +175,7 @@ def test_the_loops_censuses_are_not_charged_for_those_on_the_clock(
     # Seen on a busy machine: a census on the clock while the script was still building
     # (140 ms) spent a short loop's budget, the loop got its free first two (steps 5 and 10)
     # and no later one, both before the leak's climb, and the holder went unnamed.
-    now = [1000.0]
-    monkeypatch.setattr("memsight.profiler.agent.census_schedule.time.monotonic", lambda: now[0])
-    agent = Agent()
-    agent.started = 1000.0  # type: ignore[attr-defined]
-    schedule = CensusSchedule(cast(AgentPort, agent), torch, "auto")
+    now, agent, schedule = on_a_clock(monkeypatch, 1000.0)
     now[0] = 1002.0
     schedule.on_clock()
     assert [kind for kind, _ in taken(agent)] == ["time"]

@@ -101,21 +101,10 @@ def test_output_reaches_the_terminal_and_the_record_whole_and_in_order(
     terminal: Pipe,
 ) -> None:
     data = b"".join(b"%08d " % i + LINE[9:] for i in range(20_000))  # 2 MB, each line numbered
-    channel = StreamChannel(use_pty=False)
-    recorded = Recorded()
-    pump = OutputPump(channel, protocol.STDOUT, recorded, passthrough_fd=terminal.write_end)
-    pump.start()
-    target = _writer(channel.child_fd, data)
-    channel.child_fd = -1
-    shown: list[bytes] = []
-    reader = threading.Thread(target=lambda: shown.append(_drain(terminal.read_end)), daemon=True)
-    reader.start()
+    pump, recorded, target = _pumping(terminal, data)
+    shown = _drain_until_closed(terminal, pump)
     target.join(WAIT_S)
-    pump.join(WAIT_S)
-    assert not pump.is_alive()
-    terminal.close_write_end()
-    reader.join(WAIT_S)
-    assert shown == [data]
+    assert shown == data
     assert recorded.data() == data
 
 
@@ -126,12 +115,7 @@ def test_a_terminal_that_does_not_keep_up_does_not_hold_up_the_target(
     # wait for it; under memsight the pump goes on reading (and recording), with what the
     # terminal has not taken yet kept for it.
     data = LINE * 20_000  # 2 MB, far past what the pipe standing for the terminal holds
-    channel = StreamChannel(use_pty=False)
-    recorded = Recorded()
-    pump = OutputPump(channel, protocol.STDOUT, recorded, passthrough_fd=terminal.write_end)
-    pump.start()
-    target = _writer(channel.child_fd, data)
-    channel.child_fd = -1
+    pump, recorded, target = _pumping(terminal, data)
     target.join(WAIT_S)
     assert not target.is_alive(), "the target's writes waited for the terminal"
     _wait_for(lambda: len(recorded.data()) == len(data), "the whole output recorded")
@@ -145,12 +129,7 @@ def test_what_is_kept_for_a_stalled_terminal_is_bounded(
 ) -> None:
     monkeypatch.setattr(output, "QUEUED_BYTES", 256 * 1024)
     data = LINE * 40_000  # 4 MB
-    channel = StreamChannel(use_pty=False)
-    recorded = Recorded()
-    pump = OutputPump(channel, protocol.STDOUT, recorded, passthrough_fd=terminal.write_end)
-    pump.start()
-    target = _writer(channel.child_fd, data)
-    channel.child_fd = -1
+    pump, recorded, target = _pumping(terminal, data)
     # Past the bound, the pump waits for the terminal, and the target for the pump.
     _wait_for(lambda: len(recorded.data()) >= 256 * 1024, "the bound to be reached")
     target.join(0.5)
@@ -161,6 +140,17 @@ def test_what_is_kept_for_a_stalled_terminal_is_bounded(
     target.join(WAIT_S)
     assert shown == data
     assert recorded.data() == data
+
+
+def _pumping(terminal: Pipe, data: bytes) -> tuple[OutputPump, Recorded, threading.Thread]:
+    """A pump copying a pipe's output to `terminal`, and a target writing `data` into it."""
+    channel = StreamChannel(use_pty=False)
+    recorded = Recorded()
+    pump = OutputPump(channel, protocol.STDOUT, recorded, passthrough_fd=terminal.write_end)
+    pump.start()
+    target = _writer(channel.child_fd, data)
+    channel.child_fd = -1  # the target's now: it closes it when done
+    return pump, recorded, target
 
 
 def _drain_until_closed(terminal: Pipe, pump: OutputPump) -> bytes:
