@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import struct
 import zlib
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
 PROTOCOL_VERSION = 1
 
@@ -119,13 +119,21 @@ def encode_json_frame(kind: int, obj: Any, compress: bool = False) -> bytes:
     return encode_frame(kind, data, compress=compress)
 
 
-def unpack_payload(kind: int, payload: bytes, limit: int = MAX_FILE_PAYLOAD) -> Tuple[int, bytes]:
-    """Return (base kind, plain payload), inflating compressed payloads within `limit` bytes."""
+def unpack_payload(
+    kind: int,
+    payload: bytes,
+    limit: int = MAX_FILE_PAYLOAD,
+    zlib_module: Any = zlib,
+) -> Tuple[int, bytes]:
+    """Return (base kind, plain payload), inflating compressed payloads within `limit` bytes.
+
+    `zlib_module`: another implementation of zlib's decompressobj() and error (a reader's
+    faster one, profile/inflate.py); the standard library's by default."""
     if kind & COMPRESSED:
-        inflater = zlib.decompressobj()
+        inflater = zlib_module.decompressobj()
         try:
             plain = inflater.decompress(payload, limit)
-        except zlib.error as exc:
+        except (zlib.error, zlib_module.error) as exc:
             raise ProtocolError("compressed payload is corrupt: %s" % exc) from None
         if inflater.unconsumed_tail or (not inflater.eof and len(plain) >= limit):
             raise InflateLimitError("compressed payload inflates beyond %d bytes" % limit)
@@ -262,7 +270,12 @@ class TableSchema:
         return encode_frame(SAMPLES, struct.pack("<BB", self.id, ROWS) + packed_rows)
 
 
-def split_samples(payload: bytes) -> Tuple[int, int, bytes]:
+_Bytes = TypeVar("_Bytes", bytes, memoryview)
+
+
+def split_samples(payload: _Bytes) -> Tuple[int, int, _Bytes]:
+    """(table id, encoding, block) of a SAMPLES payload; the block is a view when the payload
+    is one (a reader's large file: no copy)."""
     if len(payload) < 2:
         raise ProtocolError("sample block is too short")
     return payload[0], payload[1], payload[2:]

@@ -63,6 +63,33 @@ class ColumnStore:
         store._cols = {name: col[: store._n] for name, col in store._cols.items()}
         return store
 
+    def adopt(self, block: Mapping[str, np.ndarray]) -> bool:
+        """Take `block`'s arrays as the columns themselves, without a copy, when the store is
+        empty and each is a 1-d contiguous array of its column's dtype, all of one length (a
+        file's table decoded whole: a day-long run's copy would cost a second per GB).
+        The store never writes into them: its capacity is their length, so its next append
+        moves to new buffers. They may be views of arrays kept elsewhere. False, and nothing
+        changed, when they cannot be taken."""
+        if self._n or set(block) != set(self._dtypes):
+            return False
+        lengths = set()
+        for name, array in block.items():
+            if (
+                not isinstance(array, np.ndarray)
+                or array.ndim != 1
+                or array.dtype != self._dtypes[name]
+                or not array.flags.c_contiguous
+            ):
+                return False
+            lengths.add(len(array))
+        if len(lengths) != 1:
+            return False
+        self._cols = dict(block)
+        self._n = lengths.pop()
+        self._next = None
+        self._moved = 0
+        return True
+
     def append(self, block: Mapping[str, npt.ArrayLike], rows: int) -> None:
         """Append `rows` rows; `block` holds one array (or scalar) per column."""
         if rows <= 0:

@@ -49,6 +49,12 @@ class SampleTable:
     def append(self, block: dict[str, np.ndarray]) -> None:
         self._store.append(block, len(block["t"]))
 
+    def append_owned(self, block: dict[str, np.ndarray]) -> None:
+        """append(), for arrays nobody will write to: an empty table takes them as its
+        columns without copying them (a profile's tables as a file is loaded)."""
+        if not self._store.adopt(block):
+            self.append(block)
+
     @property
     def t(self) -> FloatArray:
         return self._store.column("t")

@@ -7,12 +7,14 @@ blocks decode in a few vectorised steps; events not tied to run metadata are onl
 from __future__ import annotations
 
 import codecs
+from collections.abc import Callable
+from concurrent.futures import Executor
 from typing import Any
 
 import numpy as np
 
 from memsight.profiler import protocol
-from memsight.profiler.profile import codec
+from memsight.profiler.profile import codec, inflate
 from memsight.profiler.profile.model import (
     TIME_COLUMNS,
     ChildProcess,
@@ -83,6 +85,35 @@ DECODE_OUTPUT_LIMIT = 128 << 20
 DECODE_EVENTS_FLOOR = 8 << 20
 DECODE_EVENTS_RATIO = 16
 _JSON_KINDS = frozenset({protocol.EVENTS, protocol.RUN, protocol.SCHEMA})
+
+
+class _Target:
+    """A table's columns allocated whole from the row count its schema declares, filled
+    by its blocks in file order (ProfileBuilder._place)."""
+
+    def __init__(self, by_column: np.ndarray) -> None:
+        self.by_column = by_column  # (columns, rows)
+        self.filled = 0  # rows placed so far
+        self.lost = False  # a block did not fit or was not packed: joined at flush instead
+
+
+def _seconds(ns: np.ndarray, t0: int, pool: Executor | None = None) -> np.ndarray:
+    """Nanosecond times as seconds since t0: the difference in exact integers, then divided,
+    in one new array (no temporary: a day-long run's times are 70 MB a column), in halves
+    on `pool` when there is one."""
+    seconds = np.empty(len(ns), dtype=np.float64)
+
+    def convert(part: slice) -> None:
+        np.subtract(ns[part], t0, out=seconds[part], dtype=np.int64, casting="unsafe")
+        np.divide(seconds[part], 1e9, out=seconds[part])
+
+    half = len(ns) // 2
+    if pool is None or half < 1 << 20:
+        convert(slice(None))
+    else:
+        for _ in pool.map(convert, (slice(0, half), slice(half, None))):
+            pass
+    return seconds
 
 
 class DecodeBudget:
@@ -159,14 +190,30 @@ class ProfileBuilder:
     (a file) or one rejected frame (a live socket).
     """
 
-    def __init__(self, profile: Profile | None = None, budget: DecodeBudget | None = None) -> None:
+    def __init__(
+        self,
+        profile: Profile | None = None,
+        budget: DecodeBudget | None = None,
+        pool: Executor | None = None,
+        preallocate_bytes: int = 0,
+    ) -> None:
         self.profile = profile if profile is not None else Profile()
         # Bounds what all the frames of a file decode to together (DecodeBudget above).
         self.budget = budget
+        # Where packed sample blocks are decoded as they are queued (a large file's), rather
+        # than all at flush(): while the next frames are inflated and read.
+        self.pool = pool
+        # With a pool, tables whose row count the file declares (a compacted file's schemas)
+        # are allocated whole at their first block, up to this many bytes in all (what the
+        # file's size lets it decode to), and each block is decoded into its place: a
+        # day-long run's 1.4 GB of columns is then written once, never copied.
+        self._preallocate_bytes = preallocate_bytes
+        self._row_counts: dict[int, int] = {}
+        self._targets: dict[int, _Target] = {}
         self.schemas: dict[int, TableSchema] = {}
         self._shared: dict[int, str] = {}  # table id -> kind, for the procs_ tables
         self._announced: set[int] = set()  # processes whose first `process` event was seen
-        self._pending: dict[int, list[tuple[int, bytes]]] = {}
+        self._pending: dict[int, list[codec.Queued]] = {}
         self._t0: int | None = self.profile.info.t0_ns
         self._decoders: dict[int, codecs.IncrementalDecoder] = {}
         # pid -> the job's processes (k >= 1) that had it, the latest last (_index_pid).
@@ -174,8 +221,17 @@ class ProfileBuilder:
 
     # -- frames -----------------------------------------------------------------------------
 
-    def feed(self, kind: int, payload: bytes) -> None:
-        kind, payload = self._unpack(kind, payload)
+    def feed(
+        self,
+        kind: int,
+        payload: bytes,
+        inflated: Callable[[], tuple[int, bytes]] | None = None,
+    ) -> None:
+        """Apply one frame. `inflated`, for a compressed frame, gives what
+        inflate.unpack_payload(kind, payload) returned (or raises what it raised) for this
+        payload, inflated ahead of time in another thread: it is held to the budget as an
+        inflation here would be (see storage.decode_profile)."""
+        kind, payload = self._unpack(kind, payload, inflated)
         if kind == protocol.SAMPLES:
             self._queue_samples(payload)
         elif kind == protocol.EVENTS:
@@ -191,7 +247,12 @@ class ProfileBuilder:
             if text:
                 self.profile.output.append(OutputChunk(self._rel(t_ns), stream, text))
         elif kind == protocol.SCHEMA:
-            self.add_schema(TableSchema.from_json(protocol.decode_json(payload)))
+            declared = protocol.decode_json(payload)
+            schema = TableSchema.from_json(declared)
+            self.add_schema(schema)
+            rows = declared.get("rows")  # a compacted file's count of the table's rows
+            if type(rows) is int and rows >= 0 and self.pool is not None:
+                self._row_counts.setdefault(schema.id, rows)
         elif kind == protocol.RUN:
             self._apply_run(protocol.decode_json(payload))
         elif kind == protocol.ATTACHMENT:
@@ -203,18 +264,31 @@ class ProfileBuilder:
         else:
             raise ProtocolError(f"unknown frame kind {kind}")
 
-    def _unpack(self, kind: int, payload: bytes) -> tuple[int, bytes]:
+    def _unpack(
+        self,
+        kind: int,
+        payload: bytes,
+        inflated: Callable[[], tuple[int, bytes]] | None = None,
+    ) -> tuple[int, bytes]:
         base = kind & ~protocol.COMPRESSED
         budget = self.budget
         if budget is None or base == protocol.ATTACHMENT:
-            return protocol.unpack_payload(kind, payload)
+            return inflated() if inflated is not None else inflate.unpack_payload(kind, payload)
         left = budget.left(base)
         if not kind & protocol.COMPRESSED and len(payload) > left:
             raise self._refused(budget, base)
+        limit = min(left, protocol.MAX_FILE_PAYLOAD)
         try:
-            kind, payload = protocol.unpack_payload(
-                kind, payload, min(left, protocol.MAX_FILE_PAYLOAD)
-            )
+            if inflated is None:
+                kind, payload = inflate.unpack_payload(kind, payload, limit)
+            else:
+                # Inflated within the frame limit: more than `limit` is what inflating here
+                # would have refused.
+                kind, payload = inflated()
+                if len(payload) > limit:
+                    raise protocol.InflateLimitError(
+                        f"compressed payload inflates beyond {limit} bytes"
+                    )
         except protocol.InflateLimitError:
             if left < protocol.MAX_FILE_PAYLOAD:
                 raise self._refused(budget, base) from None
@@ -253,32 +327,79 @@ class ProfileBuilder:
             self.profile.tables[schema.name] = SampleTable(schema.name, columns)
 
     def _queue_samples(self, payload: bytes) -> None:
-        table_id, encoding, data = protocol.split_samples(payload)
+        # A view, not a copy: a day-long run's blocks are 1.4 GB.
+        table_id, encoding, data = protocol.split_samples(memoryview(payload))
         schema = self.schemas.get(table_id)
         if schema is None:
             raise ProtocolError(f"samples for undeclared table {table_id}")
         codec.check_block(schema, encoding, data)
-        self._pending.setdefault(table_id, []).append((encoding, data))
+        queue = self._pending.setdefault(table_id, [])
+        if encoding != protocol.COLUMNS_PACKED or self.pool is None:
+            self._lose_target(table_id)
+            queue.append((encoding, data))
+            return
+        place = self._place(table_id, len(schema.columns), codec.packed_rows(data))
+        if place is not None:
+            decoding = self.pool.submit(codec.decode_packed_into, data, place)
+        else:
+            self._lose_target(table_id)
+            decoding = self.pool.submit(codec.decode_packed, len(schema.columns), data)
+        queue.append((codec.DECODED, decoding.result))
+
+    def _place(self, table_id: int, ncols: int, rows: int) -> np.ndarray | None:
+        """The part of the table's preallocated columns the next `rows` rows go to, or None
+        when the table has none (no declared count, or more than the file allows) or they
+        do not fit in what is left of it."""
+        target = self._targets.get(table_id)
+        if target is None:
+            declared = self._row_counts.pop(table_id, None)
+            if declared is None or declared * ncols * 8 > self._preallocate_bytes:
+                return None
+            self._preallocate_bytes -= declared * ncols * 8
+            target = self._targets[table_id] = _Target(np.empty((ncols, declared), np.int64))
+        if target.lost or target.filled + rows > target.by_column.shape[1]:
+            return None
+        place = target.by_column[:, target.filled : target.filled + rows]
+        target.filled += rows
+        return place
+
+    def _lose_target(self, table_id: int) -> None:
+        """The table's blocks no longer all fit its preallocated columns: it is joined from
+        its blocks at flush() (the blocks decoded in place are views of it)."""
+        self._row_counts.pop(table_id, None)
+        target = self._targets.get(table_id)
+        if target is not None:
+            target.lost = True
 
     # -- batched sample decoding ------------------------------------------------------------
 
     def flush(self) -> None:
         """Decode every queued sample block into its table."""
         pending, self._pending = self._pending, {}
+        targets, self._targets = self._targets, {}
         for table_id, blocks in pending.items():
             schema = self.schemas[table_id]
-            matrix = codec.decode_sequence(schema, blocks)
+            target = targets.get(table_id)
+            if target is not None and not target.lost:
+                for _, decoded in blocks:  # each placed in it: wait for them
+                    decoded()  # type: ignore[operator]
+                matrix = target.by_column[:, : target.filled].T
+            else:
+                matrix = codec.decode_sequence(schema, blocks)
             if not len(matrix):
                 continue
             if self._t0 is None:
                 self._t0 = int(matrix[0, 0])
             columns = {
-                name: (matrix[:, i] - self._t0) / 1e9 if name in TIME_COLUMNS else matrix[:, i]
+                name: _seconds(matrix[:, i], self._t0, self.pool)
+                if name in TIME_COLUMNS
+                else matrix[:, i]
                 for i, (name, _) in enumerate(schema.columns)
             }
             base = self._shared.get(table_id)
             if base is None:
-                self.profile.tables[schema.name].append(columns)
+                # The matrix was decoded for this table alone: its columns are handed over.
+                self.profile.tables[schema.name].append_owned(columns)
             else:
                 self._split(base, columns)
 

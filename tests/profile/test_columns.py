@@ -57,3 +57,32 @@ def test_a_table_cut_at_a_time_keeps_the_rows_up_to_it_without_copying_them() ->
     spans = SampleTable("spans", ["t", "end"])
     spans.append({"t": np.array([3.0, 1.0, 5.0, 2.0]), "end": np.array([4.0, 6.0, 7.0, 3.0])})
     assert list(spans.until(3.0).t) == [3.0, 1.0, 2.0]
+
+
+def test_an_empty_store_takes_a_whole_table_without_copying_and_grows_from_it() -> None:
+    store = ColumnStore({"t": np.float64, "v": np.int64})
+    t = np.arange(5, dtype=np.float64)
+    v = np.arange(5, dtype=np.int64) * 10
+    assert store.adopt({"t": t, "v": v})
+    assert len(store) == 5 and np.shares_memory(store.column("v"), v)
+    store.append({"t": np.array([5.0]), "v": np.array([50])}, 1)
+    assert store.column("v").tolist() == [0, 10, 20, 30, 40, 50]
+    assert store.column("t").tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+def test_arrays_a_store_cannot_take_as_they_are_leave_it_unchanged() -> None:
+    ints = np.arange(6, dtype=np.int64)
+    refused: list[dict[str, np.ndarray]] = [
+        {"t": np.zeros(3), "v": ints[:3].astype(np.int32)},  # another dtype
+        {"t": np.zeros(3), "v": ints[::2]},  # not contiguous
+        {"t": np.zeros(3), "v": ints[:2]},  # lengths differ
+        {"t": np.zeros(3)},  # a column missing
+    ]
+    for block in refused:
+        store = ColumnStore({"t": np.float64, "v": np.int64})
+        assert not store.adopt(block)
+        assert len(store) == 0
+    full = ColumnStore({"t": np.float64, "v": np.int64})
+    full.append({"t": np.zeros(2), "v": ints[:2]}, 2)
+    assert not full.adopt({"t": np.zeros(3), "v": ints[:3]})  # only an empty store adopts
+    assert len(full) == 2

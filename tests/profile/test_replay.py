@@ -245,6 +245,25 @@ def test_packed_blocks_decode_in_order_whether_in_threads_or_not(
     assert np.array_equal(decoded, np.concatenate(parts))
 
 
+@pytest.mark.parametrize("shape", [(1, 5), (7, 5), (8, 3), (1000, 5), (999, 21)])
+def test_large_packed_blocks_decode_a_chunk_of_a_column_at_a_time(
+    shape: tuple[int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Chunks of 8 values: columns cut mid-way and across their ends, one chunk or many,
+    # sums that wrap past int64 (any values, as the round trip above) carried across chunks.
+    monkeypatch.setattr(codec, "DECODE_CHUNK_VALUES", 8)
+    rows, ncols = shape
+    schema = protocol.TableSchema(
+        100, "wide", [("t", "q"), *[(f"c{i}", "q") for i in range(ncols - 1)]]
+    )
+    rng = np.random.default_rng(rows * ncols)
+    matrix = rng.integers(-(2**63), 2**63 - 1, size=(rows, ncols), dtype=np.int64, endpoint=True)
+    _, encoding, data = protocol.split_samples(codec.encode_columns_packed(schema, matrix))
+    assert np.array_equal(
+        codec.decode_blocks(schema, encoding, [data, data]), np.vstack([matrix] * 2)
+    )
+
+
 def test_compaction_keeps_the_decoded_profile_and_shrinks_the_file(tmp_path: Path) -> None:
     path = tmp_path / "p.memsight"
     writer = ProfileWriter(path)
