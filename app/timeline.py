@@ -242,6 +242,7 @@ class TimelineView(QWidget):
         self.refresh(force=True)
         if not self.running:
             self._build_levels()
+            self._on_range_changed()  # what is in view, drawn from the levels
 
     def set_running(self, running: bool) -> None:
         self.running = running
@@ -384,11 +385,13 @@ class TimelineView(QWidget):
         if rows == start:
             return
         t = ram.t[start:rows]
-        self.curves[PROCESS_TREE.key].extend(t, process_tree_bytes(ram, start, rows), rows)
+        live = self.running  # a finished run is drawn from its levels (_redraw)
+        tree = process_tree_bytes(ram, start, rows)
+        self.curves[PROCESS_TREE.key].extend(t, tree, rows, show=live)
         if self.whole_job:
             return  # each process' RSS is drawn by the job's curves instead
         for series in (MAIN_RSS, MAIN_PEAK, WORKERS):
-            self.curves[series.key].extend(t, ram[series.key][start:rows], rows)
+            self.curves[series.key].extend(t, ram[series.key][start:rows], rows, show=live)
 
     def _main_label(self, series: Series) -> str:
         """A main curve's label: a process of a job drawn alone names itself."""
@@ -459,13 +462,15 @@ class TimelineView(QWidget):
             mine = gpu["device"][start:rows] == device
             t = gpu.t[start:rows][mine]
             for key in ("allocated", "allocated_peak", "reserved"):
-                self.curves[key].extend(t, gpu[key][start:rows][mine], rows)
+                self.curves[key].extend(t, gpu[key][start:rows][mine], rows, show=self.running)
         nvml = profile.table("nvml")
         used = self.curves["device_used"]
         if nvml is not None and len(nvml) > used.source_rows:
             start, rows = used.source_rows, len(nvml)
             mine = nvml["device"][start:rows] == device
-            used.extend(nvml.t[start:rows][mine], nvml["used"][start:rows][mine], rows)
+            used.extend(
+                nvml.t[start:rows][mine], nvml["used"][start:rows][mine], rows, show=self.running
+            )
 
     def _show_gpu(self, used: bool) -> None:
         """The GPU plot is in the layout only while the shown run uses CUDA (a live run's
