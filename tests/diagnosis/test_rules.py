@@ -220,6 +220,18 @@ def test_missing_zero_grad_fires_on_a_short_run_that_never_clears() -> None:
     )
 
 
+def test_missing_zero_grad_names_the_first_of_the_longest_uncleared_runs() -> None:
+    # Two runs of 30 uncleared steps (3-32 and 42-71), a shorter one between: the evidence is
+    # the first of the two longest.
+    cleared = np.full(80, protocol.CLEARED_ZERO_GRAD)
+    cleared[0] = protocol.CLEARED_FIRST_STEP
+    cleared[2:32] = cleared[35:38] = cleared[41:71] = protocol.CLEARED_NONE
+    [finding] = RULES["missing-zero-grad"].check(
+        profile(steps(np.full(80, BASE), cleared=cleared)), DEFAULT_CONFIG
+    )
+    assert finding.evidence.iterations == (3, 32)
+
+
 @pytest.mark.parametrize(
     "cleared",
     [

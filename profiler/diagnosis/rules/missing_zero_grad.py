@@ -26,16 +26,14 @@ EXPLANATION = (
 
 
 def _longest_run(mask: np.ndarray) -> tuple[int, int]:
-    """(start, length) of the longest run of True."""
-    best_start, best_len, start = 0, 0, None
-    for i, value in enumerate([*mask.tolist(), False]):
-        if value and start is None:
-            start = i
-        elif not value and start is not None:
-            if i - start > best_len:
-                best_start, best_len = start, i - start
-            start = None
-    return best_start, best_len
+    """(start, length) of the longest run of True, the first of the longest; (0, 0) for none.
+    By its edges, not a loop over the steps (a day-long run has 864,000)."""
+    edges = np.diff(np.concatenate(([0], mask.astype(np.int8), [0])))
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    if not len(starts):
+        return 0, 0
+    longest = int(np.argmax(ends - starts))
+    return int(starts[longest]), int(ends[longest] - starts[longest])
 
 
 def check(profile: Profile, config: DiagnosisConfig) -> list[Finding]:
