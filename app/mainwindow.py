@@ -370,22 +370,30 @@ class MainWindow(QMainWindow):
         if self.session.running:
             self.show_error("A run is in progress", "Stop it before opening a profile.")
             return False
+        # A day-long run's profile takes seconds to read and draw: say so before it starts.
+        self.status.showMessage(f"Opening {Path(path).name}…")
+        self.status.repaint()
+        QApplication.setOverrideCursor(Qt.CursorShape.WaitCursor)
         try:
-            profile = load_profile(path)
-        except ProfileError as exc:
-            self.show_error("Cannot open profile", str(exc))
-            return False
-        except MemoryError:
-            self.show_error("Cannot open profile", f"{path}: not enough memory to load it")
-            return False
-        self.session.forget()
-        try:
-            self._show_profile(profile, Path(path))
-            self._prepare_rerun(profile)
-        except Exception as exc:  # whatever a file holds, the app stays up
-            self._show_nothing()
-            self.show_error("Cannot show profile", f"{path}: {type(exc).__name__}: {exc}")
-            return False
+            try:
+                profile = load_profile(path)
+            except ProfileError as exc:
+                self.show_error("Cannot open profile", str(exc))
+                return False
+            except MemoryError:
+                self.show_error("Cannot open profile", f"{path}: not enough memory to load it")
+                return False
+            self.session.forget()
+            try:
+                self._show_profile(profile, Path(path))
+                self._prepare_rerun(profile)
+            except Exception as exc:  # whatever a file holds, the app stays up
+                self._show_nothing()
+                self.show_error("Cannot show profile", f"{path}: {type(exc).__name__}: {exc}")
+                return False
+        finally:
+            QApplication.restoreOverrideCursor()
+            self.status.clearMessage()
         AppSettings.remember(self.settings.recent_profiles, str(Path(path).resolve()))
         self.settings.save(self.store)
         return True

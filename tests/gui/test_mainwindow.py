@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QMimeData, QPointF, QSettings, Qt, QUrl
 from PySide6.QtGui import QDropEvent
+from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from memsight.app.mainwindow import MainWindow
@@ -172,6 +173,36 @@ def test_a_bad_file_gets_a_one_line_error_dialog(
     assert box.textFormat() == Qt.TextFormat.PlainText
     box.close()
     assert window.profile is None
+
+
+def test_opening_a_profile_says_so_while_it_reads_and_not_after(
+    window: MainWindow, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A day-long run's profile takes seconds to read: the status bar names it and the cursor
+    # waits meanwhile; both are gone once it is shown, or refused.
+    from memsight.app import mainwindow
+    from memsight.profiler.profile.storage import load_profile
+    from tests.hostile.frames import small_profile
+
+    seen: list[tuple[str, object]] = []
+    real = load_profile
+
+    def load(path: str) -> object:
+        cursor = QApplication.overrideCursor()
+        seen.append((window.status.currentMessage(), cursor and cursor.shape()))
+        return real(path)
+
+    monkeypatch.setattr(mainwindow, "load_profile", load)
+    good, bad = tmp_path / "day.memsight", tmp_path / "bad.memsight"
+    good.write_bytes(small_profile(rows=20))
+    bad.write_bytes(b"MEMSIGHT\x01")
+    assert window.open_profile(str(good))
+    assert not window.open_profile(str(bad))
+    wait = Qt.CursorShape.WaitCursor
+    assert seen == [("Opening day.memsight…", wait), ("Opening bad.memsight…", wait)]
+    assert window.status.currentMessage() == "" and QApplication.overrideCursor() is None
+    assert window.error_box is not None
+    window.error_box.close()
 
 
 def test_invalid_setup_is_explained_before_anything_runs(
