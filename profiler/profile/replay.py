@@ -85,6 +85,7 @@ DECODE_OUTPUT_LIMIT = 128 << 20
 DECODE_EVENTS_FLOOR = 8 << 20
 DECODE_EVENTS_RATIO = 16
 _JSON_KINDS = frozenset({protocol.EVENTS, protocol.RUN, protocol.SCHEMA})
+VIEW_BYTES = 64 << 10  # sample payloads at least this large are queued as views
 
 
 class _Target:
@@ -327,8 +328,13 @@ class ProfileBuilder:
             self.profile.tables[schema.name] = SampleTable(schema.name, columns)
 
     def _queue_samples(self, payload: bytes) -> None:
-        # A view, not a copy: a day-long run's blocks are 1.4 GB.
-        table_id, encoding, data = protocol.split_samples(memoryview(payload))
+        # A large block is a view, not a copy (a day-long run's are 1.4 GB); a small one (a
+        # recording's own, a few KiB) is sliced: cheaper to check than a view.
+        data: bytes | memoryview
+        if len(payload) >= VIEW_BYTES:
+            table_id, encoding, data = protocol.split_samples(memoryview(payload))
+        else:
+            table_id, encoding, data = protocol.split_samples(payload)
         schema = self.schemas.get(table_id)
         if schema is None:
             raise ProtocolError(f"samples for undeclared table {table_id}")

@@ -187,6 +187,10 @@ def _all_zero(view: memoryview, start: int) -> bool:
 # threads: a day-long run's 177 MB file holds 1.4 GB of samples, 3 s of zlib on one core.
 INFLATE_AHEAD = 2
 INFLATE_AHEAD_FILE_BYTES = 16 << 20
+# ... those of them of at least this many bytes: a recording's own frames (not compacted, after
+# a crash) are a few KiB each, 240,000 for a million samples, and a thread's hand-off costs
+# more than inflating one where it is read.
+INFLATE_AHEAD_MIN_PAYLOAD = 64 << 10
 
 _Frame = tuple[int, bytes, tuple[int, int], Callable[[], tuple[int, bytes]] | None]
 
@@ -207,7 +211,10 @@ def _inflated_ahead(
     try:
         for kind, payload in frames:
             inflated = None
-            if kind == protocol.SAMPLES | protocol.COMPRESSED:
+            if (
+                kind == protocol.SAMPLES | protocol.COMPRESSED
+                and len(payload) >= INFLATE_AHEAD_MIN_PAYLOAD
+            ):
                 inflated = pool.submit(inflate.unpack_payload, kind, payload).result
             waiting.append((kind, payload, (scan.pos, scan.index), inflated))
             if len(waiting) > INFLATE_AHEAD:

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from memsight.profiler import protocol
-from memsight.profiler.profile import codec, inflate, storage
+from memsight.profiler.profile import codec, inflate, replay, storage
 from memsight.profiler.profile.header import file_header
 from memsight.profiler.profile.storage import ProfileError, decode_profile
 from tests.hostile import corpus, frames, mutate
@@ -42,6 +42,8 @@ def _both_ways(data: bytes, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
         in_order = _outcome(data)
     with monkeypatch.context() as m:
         m.setattr(storage, "INFLATE_AHEAD_FILE_BYTES", 0)
+        m.setattr(storage, "INFLATE_AHEAD_MIN_PAYLOAD", 0)
+        m.setattr(replay, "VIEW_BYTES", 0)
         ahead = _outcome(data)
     return in_order, ahead
 
@@ -114,6 +116,7 @@ def test_a_declared_row_count_that_is_wrong_changes_nothing_loaded(
     assert in_order[0] == "loaded"
     with monkeypatch.context() as m:
         m.setattr(storage, "INFLATE_AHEAD_FILE_BYTES", 0)
+        m.setattr(storage, "INFLATE_AHEAD_MIN_PAYLOAD", 0)
         ram = decode_profile(data, "f.memsight").tables["ram"]
     assert np.array_equal(ram["rss"], matrix[:, 1])
     assert np.allclose(ram.t, (matrix[:, 0] - frames.T0) / 1e9)
@@ -138,6 +141,7 @@ def test_the_standard_librarys_zlib_loads_every_mutant_as_isal_does(
     # zlib reads the same files to the same profiles. Only the reason a corrupt deflate
     # stream gives, after "compressed payload is corrupt", is each library's own.
     assert inflate.ZLIB is not zlib  # isal is a dependency: this test compares the two
+    monkeypatch.setattr(inflate, "SMALL_PAYLOAD", 0)  # every payload, small ones too
     differ = []
     for name, data in mutate.sample(recorded_seeds + corpus.synthetic_seeds(), MUTANTS):
         isal_outcome = _outcome(data)
