@@ -5,7 +5,6 @@ are in app/axes.py."""
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -16,6 +15,7 @@ from PySide6.QtWidgets import QGraphicsItem, QGraphicsSimpleTextItem
 
 from memsight.app.plaintext import tooltip
 from memsight.profiler.profile.columns import ColumnStore
+from memsight.profiler.profile.halves import in_halves
 from memsight.profiler.profile.series import Series
 
 LEVEL_FACTOR = 4
@@ -164,12 +164,7 @@ class Curve:
             _fold(y[rows], np.minimum, LIVE_FACTOR, level["y"][2 * first : 2 * last : 2])
             _fold(y[rows], np.maximum, LIVE_FACTOR, level["y"][2 * first + 1 : 2 * last : 2])
 
-        if blocks < PARALLEL_FOLD_BLOCKS:
-            fold(0, blocks)
-        else:  # a finished run's whole curve: numpy lets go of the GIL, each half on a core
-            half = blocks // 2
-            for _ in _fold_pool().map(fold, (0, half), (half, blocks)):
-                pass
+        in_halves(blocks, fold, PARALLEL_FOLD_BLOCKS)  # a finished run's whole curve
         if len(self._live_level) or not self._live_level.adopt(level):
             self._live_level.append(level, 2 * blocks)
 
@@ -242,27 +237,12 @@ def _float64(values: np.ndarray) -> np.ndarray:
     if values.dtype == np.float64:
         return values
     out = np.empty(len(values), dtype=np.float64)
-    if len(values) < PARALLEL_FOLD_BLOCKS * LIVE_FACTOR:
-        out[:] = values
-        return out
-    half = len(values) // 2
 
-    def convert(part: slice) -> None:
-        out[part] = values[part]
+    def convert(start: int, stop: int) -> None:
+        out[start:stop] = values[start:stop]
 
-    for _ in _fold_pool().map(convert, (slice(0, half), slice(half, None))):
-        pass
+    in_halves(len(values), convert, PARALLEL_FOLD_BLOCKS * LIVE_FACTOR)
     return out
-
-
-_FOLD_POOL: list[ThreadPoolExecutor] = []
-
-
-def _fold_pool() -> ThreadPoolExecutor:
-    """Two threads for folding a long curve's halves (made at the first one)."""
-    if not _FOLD_POOL:
-        _FOLD_POOL.append(ThreadPoolExecutor(2, thread_name_prefix="memsight-fold"))
-    return _FOLD_POOL[0]
 
 
 def _pairs(first: np.ndarray, second: np.ndarray) -> np.ndarray:

@@ -256,8 +256,8 @@ def decode_profile(data: bytes, name: str = "<memory>") -> Profile:
     feed = builder.feed
     at: tuple[int, int] | None = None  # the frame being applied, for an error's message
     try:
-        ahead = _inflated_ahead(scan, frames, pool) if pool is not None else None
-        for kind, payload, at, inflated in ahead or _in_order(scan, frames):
+        source = _in_order(scan, frames) if pool is None else _inflated_ahead(scan, frames, pool)
+        for kind, payload, at, inflated in source:
             if kind & ~protocol.COMPRESSED != protocol.ATTACHMENT:
                 budget.stored += protocol.HEADER_SIZE + len(payload)
             feed(kind, payload, inflated)
