@@ -44,6 +44,17 @@ class DiagnosisConfig:
     # run's. A cache that fills once, then stays, fails this.
     growth_tail_fraction: float = 0.4
     growth_tail_share: float = 0.5
+    # RAM levels that fail the line or still-growing test are judged again on malloc's live
+    # allocations per iteration. Those are read exactly between iterations, with none of an
+    # iteration's temporaries in them, so their floor is lower than RSS's.
+    #
+    # Kept tensors pin holes between freed temporaries: Lightning keeping 0.25 MiB of output a
+    # step climbed RSS by 63-114 MiB over 86 steps in twelve runs, and in some RSS stood
+    # still for the last epoch as malloc reused those holes; its live allocations climbed
+    # 19.6-22.2 MiB in a straight line in every run.
+    #
+    # Both the live growth and RSS's rise over the same iterations must pass this floor.
+    growth_min_bytes_live: int = 12 * MiB
     # RAM that climbs because the C allocator keeps freed memory is not a leak (the agent's
     # heap table, from glibc's mallinfo2): allocator-retention (info) replaces the warning
     # when live malloc allocations did not grow steadily (a line through the readings taken

@@ -4,7 +4,8 @@ allocator-retention (a climb malloc's kept free memory explains).
 Per iteration: the levels between the loop's iterations (signals.iteration_levels), after the
 warm-up (IterationLevels.past_warmup), must fit a straight line (r²), grow by enough in bytes
 and against their start, and still climb at the end at a good share of the overall rate.
-Where RSS climbed in steps, malloc's live allocations between iterations are fitted instead.
+Where RSS climbed in steps, malloc's live allocations between iterations are fitted instead,
+held to a lower size floor: they are read exactly, with no iteration's temporaries in them.
 A run without iterations is judged over time, on the floors of equal time slices after torch
 was imported and up to the end of the script (diagnosis/span.py). Each climb is a Growth,
 with what malloc's counts did over it (HeapGrowth).
@@ -143,7 +144,15 @@ def growths(profile: Profile, config: DiagnosisConfig) -> list[Growth]:
     return [g for level in levels if (g := _per_iteration(profile, level, config))]
 
 
+# The size floor of malloc's live allocations read between iterations (see _min_growth).
+LIVE = "live"
+
+
 def _min_growth(plot: str, config: DiagnosisConfig) -> int:
+    """The size test's floor in bytes: per device kind, or LIVE for malloc's live allocations
+    judged per iteration, which are read exactly and not sampled around temporaries."""
+    if plot == LIVE:
+        return config.growth_min_bytes_live
     return config.growth_min_bytes_gpu if plot == "gpu" else config.growth_min_bytes_ram
 
 
@@ -280,22 +289,28 @@ def _live_per_iteration(
     if live_judged is None:
         return None
     live_t, live_x, live_y = live_judged
-    result = _growing(live_x, live_y, "ram", config)
+    result = _growing(live_x, live_y, LIVE, config)
     if result is None or result[0].r2 < config.growth_min_r2:
         return None
-    ram_rise = _ram_rise(x, y, result[1], config)
-    return None if ram_rise is None else (live_t, live_x, result, ram_rise)
+    # The live growth passed the size tests against its own start; RSS, what the user sees,
+    # must have risen by a size that counts over the same iterations too.
+    rise, start = _rise(x, y)
+    return (live_t, live_x, result, rise) if _large(rise, start, LIVE, config) else None
+
+
+def _rise(x: FloatArray, y: FloatArray) -> tuple[float, float]:
+    """How far RAM rose over its levels (x, y), by a line through them, and where it started."""
+    ram = linear_fit(x, y)
+    return ram.slope * float(x[-1] - x[0]), ram.at(float(x[0]))
 
 
 def _ram_rise(
     x: FloatArray, y: FloatArray, live_growth: float, config: DiagnosisConfig
 ) -> float | None:
-    """How far RAM rose over its levels (x, y), by a line through them, where that rise and
-    the live allocations' growth both pass the size tests against RAM's starting level; None
-    where either does not."""
-    ram = linear_fit(x, y)
-    rise = ram.slope * float(x[-1] - x[0])
-    start = ram.at(float(x[0]))
+    """How far RAM rose over its levels (x, y) where that rise and the live allocations'
+    growth both pass the size tests against RAM's starting level; None where either does
+    not."""
+    rise, start = _rise(x, y)
     if _large(rise, start, "ram", config) and _large(live_growth, start, "ram", config):
         return rise
     return None
