@@ -66,9 +66,21 @@ class ByteAxis(pg.AxisItem):
         return [f"{v / size:.{decimals}f} {unit}" for v in values]
 
 
+# Tick steps of a clock, in seconds: whole seconds, minutes and hours, up to a day.
+CLOCK_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200)
+DAY = 86400
+# A view this long, or reaching this far, is labelled as a clock ("m:ss"); one reaching an
+# hour as "h:mm:ss".
+CLOCK_FROM_S = 120
+HOUR = 3600
+
+
 class SecondsAxis(pg.AxisItem):
-    """Seconds since the start, in one format per view: "m:ss" when it spans two minutes or
-    more (every tick level alike), else seconds with the decimals the spacing needs."""
+    """Seconds since the start, in one format per view (every tick level alike): a clock when
+    the view spans or reaches past two minutes, "h:mm:ss" once it reaches an hour and "m:ss"
+    below, with the decimals the spacing needs; else seconds ("2.5 s"). Views of two minutes
+    or more tick on whole seconds, minutes or hours: a day-long run reads "22:00:00", never
+    "1333:20"."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -76,12 +88,44 @@ class SecondsAxis(pg.AxisItem):
         # label of a run under a second while the ticks stay in seconds.
         self.enableAutoSIPrefix(False)
 
+    def tickSpacing(self, minVal: float, maxVal: float, size: float) -> list[tuple[float, float]]:
+        span = maxVal - minVal
+        if span < CLOCK_FROM_S or size <= 0:
+            return super().tickSpacing(minVal, maxVal, size)  # type: ignore[no-any-return]
+        wanted = max(2.0, size / 90)  # about one "h:mm:ss" label per 90 pixels
+        raw = span / wanted
+        step = next((s for s in CLOCK_STEPS if s >= raw), DAY * np.ceil(raw / DAY))
+        return [(float(step), 0)]  # no minor level, as on the byte axis
+
     def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
+        if not values:
+            return []
         low, high = self.range
-        if high - low >= 120:
-            return [f"{int(v // 60)}:{int(v % 60):02d}" for v in values]
         decimals = decimals_for(spacing)
+        if high - low >= CLOCK_FROM_S or high >= CLOCK_FROM_S:
+            hours = max(high, *values) >= HOUR
+            return [clock(v, hours, decimals) for v in values]
         return [f"{v:.{decimals}f} s" for v in values]
+
+
+def time_label(seconds: float) -> str:
+    """A point in time read off the timeline, to the millisecond, as the time axis words it
+    past two minutes ("13:38:19.353") and in seconds below ("1.250 s")."""
+    if seconds < CLOCK_FROM_S:
+        return f"{seconds:.3f} s"
+    return clock(seconds, seconds >= HOUR, 3)
+
+
+def clock(seconds: float, hours: bool = False, decimals: int = 0) -> str:
+    """Seconds as "m:ss", or "h:mm:ss" with `hours`, the seconds with `decimals` (a negative
+    time keeps its sign)."""
+    sign, left = ("-" if seconds < 0 else ""), round(abs(seconds), decimals)
+    minutes, secs = divmod(left, 60)
+    width = 2 + (decimals + 1 if decimals else 0)
+    text = f"{secs:0{width}.{decimals}f}"
+    if not hours:
+        return f"{sign}{int(minutes)}:{text}"
+    return f"{sign}{int(minutes) // 60}:{int(minutes) % 60:02d}:{text}"
 
 
 def decimals_for(spacing: float, most: int = 6) -> int:

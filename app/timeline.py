@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from memsight.app.axes import ByteAxis, blend
+from memsight.app.axes import ByteAxis, blend, time_label
 from memsight.app.eventlane import EventLane
 from memsight.app.jobview import (
     WHOLE_JOB,
@@ -648,7 +648,7 @@ class TimelineView(QWidget):
         profile = self.profile
         if profile is None:
             return ""
-        parts = [f"t = {t:.3f} s"]
+        parts = [f"t = {time_label(t)}"]
         ram = profile.ram
         if self.whole_job and self.job is not None:
             # The job's total, then each process' own RSS, as the RAM plot draws them.

@@ -10,7 +10,7 @@ import pytest
 from PySide6.QtWidgets import QWidget
 from pytestqt.qtbot import QtBot
 
-from memsight.app.axes import SecondsAxis
+from memsight.app.axes import SecondsAxis, time_label
 from memsight.app.mainwindow import MainWindow
 from memsight.app.timeline import TimelineView
 from tests.factories import GiB, MiB, profile, ram, table
@@ -70,6 +70,32 @@ def test_one_time_format_per_view(qtbot: QtBot) -> None:
     axis.setRange(0, 0.002)
     ticks = axis.tickStrings([0.0005, 0.001, 0.0015], 1, 0.0005)
     assert ticks == ["0.0005 s", "0.0010 s", "0.0015 s"]
+
+
+def test_a_day_long_run_is_labelled_in_hours_on_whole_clock_steps(qtbot: QtBot) -> None:
+    axis = SecondsAxis("bottom")
+    axis.setRange(0, 86400)
+    [(step, _)] = axis.tickSpacing(0, 86400, 1400)
+    assert step in (3600, 7200, 10800)  # whole hours, about one label per 90 pixels
+    assert axis.tickStrings([0, 7200, 80000], 1, 7200) == ["0:00:00", "2:00:00", "22:13:20"]
+    # Zoomed in near the end of the day: still hours, on whole minutes.
+    axis.setRange(80000, 80600)
+    [(step, _)] = axis.tickSpacing(80000, 80600, 1400)
+    assert step % 60 == 0 or step in (1, 2, 5, 10, 15, 30)
+    assert axis.tickStrings([80100], 1, step) == ["22:15:00"]
+    # Under an hour, minutes as before; a view under two minutes, seconds.
+    axis.setRange(0, 1800)
+    assert axis.tickStrings([600], 1, 300) == ["10:00"]
+    axis.setRange(7000, 7060)
+    assert axis.tickStrings([7030], 1, 10) == ["1:57:10"]
+    axis.setRange(7000, 7002)
+    assert axis.tickStrings([7000.5], 1, 0.5) == ["1:56:40.5"]
+    # The pointer's readout words a time as the axis does, to the millisecond.
+    assert [time_label(t) for t in (1.25, 130.5, 49099.353)] == [
+        "1.250 s",
+        "2:10.500",
+        "13:38:19.353",
+    ]
 
 
 def test_ctrl_o_opens_a_script_into_the_run_bar(
