@@ -370,9 +370,12 @@ class MainWindow(QMainWindow):
         if self.session.running:
             self.show_error("A run is in progress", "Stop it before opening a profile.")
             return False
-        # A day-long run's profile takes seconds to read and draw: say so before it starts.
+        # A day-long run's profile takes seconds to read and draw: say so before it starts,
+        # and let the window repaint what the closed file dialog covered (sync: the window
+        # system's expose events, which come after the dialog is gone, are handled now, not
+        # after the load, which would leave the dialog's image on screen meanwhile).
         self.status.showMessage(f"Opening {Path(path).name}…")
-        self.status.repaint()
+        QApplication.sync()
         QApplication.setOverrideCursor(Qt.CursorShape.WaitCursor)
         try:
             try:
