@@ -45,7 +45,6 @@ LABEL_PAD = 3.0  # between a line and its label
 LABEL_GAP = 8.0  # between two labels side by side
 LABEL_EDGE = 2.0  # between a label and the plot's edge
 JOINED = " · "  # between the texts of labels that had no room apart
-LABEL_VEIL_ALPHA = 200  # of the background behind a label: the curve under it shows faintly
 MIN_LIGHTNESS_GAP = 120  # between a label's colour and the background (of 255)
 
 
@@ -61,15 +60,15 @@ class LineLabel:
     t: float
     text: str
     color: str
-    # A census mark's label sits low, left of its line (growth puts the curves high late on);
-    # an error's or the exit's high, right of it (left near the plot's right edge).
-    low: bool = False
+    # A census mark's label sits left of its line, an error's or the exit's right of it (left
+    # near the plot's right edge); all in the band above the curves.
+    census: bool = False
 
 
 @dataclass
 class Placement:
-    """Where a label is drawn: `row` from the top (or from the bottom, for low labels), from
-    `left` pixels; the texts of labels merged into it where they had no room apart."""
+    """Where a label is drawn: `row` from the top, from `left` pixels; the texts of labels
+    merged into it where they had no room apart."""
 
     x: float  # its line, pixels from the plot's left edge
     left: float
@@ -105,7 +104,7 @@ def place_labels(
         if measure(text) > widest:
             text = elide(text, widest)
         text_width = measure(text)
-        spot = _free_spot(placed, x, text_width, width, rows, right_first=not label.low)
+        spot = _free_spot(placed, x, text_width, width, rows, right_first=not label.census)
         if spot is not None:
             row, left = spot
             placed.append(Placement(x, left, text_width, row, text, label.color, [label.text]))
@@ -191,7 +190,7 @@ class LineLabels:
         self.box = box
         self.entries: list[LineLabel] = []
         self._items: list[LabelText] = []
-        self._background = QColor(255, 255, 255, LABEL_VEIL_ALPHA)
+        self._background = QColor(255, 255, 255)
         self._font = QFont()
         self._metrics = QFontMetricsF(self._font)
         self._widths: dict[str, float] = {}
@@ -205,9 +204,11 @@ class LineLabels:
         self.lay_out()
 
     def set_background(self, color: QColor) -> None:
-        """The plot's background: the labels' veil."""
+        """The plot's background, behind each label: opaque, so a line that crosses a label
+        (a census line through the exit's, say) stops at it rather than through its text;
+        the labels are in a band of their own above the curves, which they never cover."""
         self._background = QColor(color)
-        self._background.setAlpha(LABEL_VEIL_ALPHA)
+        self._background.setAlpha(255)
         for item in self._items:
             item.background = self._background
             item.update()
@@ -222,35 +223,22 @@ class LineLabels:
             return
         self._laid_out = key
         scale = width / (high - low) if high > low else 0.0
-        bands: dict[bool, list[tuple[float, LineLabel]]] = {False: [], True: []}
+        in_view = []
         for label in sorted(self.entries, key=lambda entry: entry.t):
             x = (label.t - low) * scale
             if 0.0 <= x <= width:  # a line out of view has no label
-                bands[label.low].append((x, label))
+                in_view.append((x, label))
         line_height = math.ceil(self._metrics.height()) + 1  # a text item's box is whole pixels
         rows = int((height - 2 * LABEL_EDGE) // line_height)
-        high_rows = rows if not bands[True] else (rows + 1) // 2
-        placements = [
-            (placement, False)
-            for placement in place_labels(bands[False], width, high_rows, self._width, self._elide)
-        ] + [
-            (placement, True)
-            for placement in place_labels(
-                bands[True], width, rows - high_rows, self._width, self._elide
-            )
-        ]
+        placements = place_labels(in_view, width, rows, self._width, self._elide)
         while len(self._items) < len(placements):
             item = LabelText(self.box, self._background)
             item.setFont(self._font)
             item.setZValue(20)  # over the curves and the lines
             item.setAcceptedMouseButtons(Qt.MouseButton.NoButton)  # a drag pans, as elsewhere
             self._items.append(item)
-        for item, (placement, low_band) in zip(self._items, placements, strict=False):
-            top = (
-                height - LABEL_EDGE - (placement.row + 1) * line_height
-                if low_band
-                else LABEL_EDGE + placement.row * line_height
-            )
+        for item, placement in zip(self._items, placements, strict=False):
+            top = LABEL_EDGE + placement.row * line_height
             if item.text() != placement.text:
                 item.setText(placement.text)
             item.setBrush(readable(QColor(placement.color), self._background))
@@ -258,10 +246,10 @@ class LineLabels:
             item.show()
         for item in self._items[len(placements) :]:
             item.hide()
-        # The top rows' labels get a band of their own above the curves (HeadroomViewBox).
-        high_used = [placement.row for placement, low_band in placements if not low_band]
+        # The labels get a band of their own above the curves (HeadroomViewBox).
+        used = [placement.row for placement in placements]
         if isinstance(self.box, HeadroomViewBox):
-            band = LABEL_EDGE + (max(high_used) + 1) * line_height if high_used else 0.0
+            band = LABEL_EDGE + (max(used) + 1) * line_height if used else 0.0
             self.box.set_headroom(band)
 
     def _width(self, text: str) -> float:
@@ -354,7 +342,7 @@ class EventLane:
                 plot.addItem(line, ignoreBounds=True)
                 self.time_marks.append((plot, line))
         self._mark_labels = [
-            LineLabel(t, shorten(label, MAX_LABEL), CENSUS_COLOR, low=True)
+            LineLabel(t, shorten(label, MAX_LABEL), CENSUS_COLOR, census=True)
             for t, label in marks
             if label
         ]

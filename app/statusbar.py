@@ -23,6 +23,7 @@ from memsight.profiler.profile.summary import (
 )
 from memsight.profiler.units import format_bytes, format_duration
 
+RIGHT_MARGIN = 8  # px between the last field and the window's right edge
 RATE_EVERY_S = 1.0  # samples/s is counted over this long, so the figure does not flicker
 
 
@@ -98,6 +99,9 @@ class RunStatusBar(QStatusBar):
             self.rate_label,
         ):
             self.addPermanentWidget(label)
+        # A maximized window has no size grip, which otherwise keeps the last field off the
+        # window's right edge.
+        self.rate_label.setContentsMargins(0, 0, RIGHT_MARGIN, 0)
         # Offered once a re-run of the same script ends: one click shows what the change did.
         self.compare_previous_button = QPushButton("Compare with previous run")
         self.compare_previous_button.setFlat(True)

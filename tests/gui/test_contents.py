@@ -191,7 +191,7 @@ def test_choosing_a_census_moves_its_mark_on_the_timeline(
     marks = window.timeline.event_lane.time_marks
     assert [line.value() for _, line in marks] == [4.0, 4.0, 4.0]  # RAM, GPU, event lane
     labels = window.timeline.event_lane.labels.entries
-    assert [label.text for label in labels if label.low] == ["census at optimizer step 40"]
+    assert [label.text for label in labels if label.census] == ["census at optimizer step 40"]
 
     window.timeline.lane.setXRange(3.0, 4.5, padding=0)
     window.contents.census.setCurrentIndex(0)

@@ -14,6 +14,7 @@ from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication, QGraphicsSimpleTextItem, QGraphicsTextItem
 from pytestqt.qtbot import QtBot
 
+from memsight.app.eventlane import CENSUS_COLOR
 from memsight.app.mainwindow import MainWindow
 from memsight.app.timeline import TimelineView
 from memsight.profiler.profile.model import Event, Profile
@@ -135,6 +136,50 @@ def test_a_census_mark_and_the_errors_labels_keep_apart(
     settle(view)
     shown = " ".join(assert_readable(view))
     assert "census at the error" in shown and "census at step 40" in shown
+
+
+def test_a_census_label_keeps_off_the_curves_and_its_line_stops_at_other_labels(
+    qtbot: QtBot, window: MainWindow, tmp_path: Path
+) -> None:
+    # At 900 px a census late in the run has its line under the exit's label and its own
+    # label beside the curves' highest part: the label goes in the band above the curves,
+    # and the line is hidden behind the exit's label, not drawn through its text.
+    window.resize(900, 600)
+    qtbot.waitExposed(window)
+    run = out_of_memory_run()
+    window._show_profile(run, tmp_path / "oom.memsight")
+    view = window.timeline
+    settle(view)
+    box = view.ram_plot.getViewBox()
+    exit_rect = next(rect for text, rect in drawn_labels(view) if "exit" in text)
+    under_exit = box.mapSceneToView(exit_rect.center()).x()
+    view.mark_times([(under_exit, "census at optimizer step 40")])
+    settle(view)
+    assert run.ram is not None
+    peak_y = box.mapViewToScene(pg.Point(END, float(run.ram["rss_peak"].max()))).y()
+    labels = drawn_labels(view)
+    assert any(text.startswith("census at") for text, _rect in labels), labels
+    for text, rect in labels:
+        assert rect.bottom() <= peak_y, f"{text!r} covers the curve: {rect} under y={peak_y}"
+    exit_rect = next(rect for text, rect in labels if "exit" in text)
+    shot = view.graphics.grab().toImage()
+    corner = view.graphics.mapFromScene(exit_rect.topLeft())
+    # The label's text is grey on the plot's white; the census purple, however faint (a line
+    # seen through a translucent veil), is told apart by its hue.
+    crossing = [
+        (x, y)
+        for x in range(corner.x() + 1, corner.x() + int(exit_rect.width()) - 1)
+        for y in range(corner.y() + 1, corner.y() + int(exit_rect.height()) - 1)
+        if _census_hue(shot.pixelColor(x, y))
+    ]
+    assert crossing == [], f"the census line shows through the exit's label at {crossing[:3]}"
+
+
+def _census_hue(color: QColor) -> bool:
+    """A pixel of CENSUS_COLOR (purple) or of it blended with white or grey."""
+    census = QColor(CENSUS_COLOR)
+    assert census.blue() > census.red() > census.green()
+    return color.blue() - color.green() > 12 and color.red() - color.green() > 6
 
 
 def test_labels_off_the_view_are_not_drawn(qtbot: QtBot) -> None:

@@ -125,7 +125,7 @@ def test_timeline_labels_and_tooltips_show_the_literal_text(opened: MainWindow) 
     assert f"Evil{PAYLOAD}" in shown(mark_tip(0.4, 2.4, f"error: Evil{PAYLOAD}"))
     census = censuses(opened.profile)[0]  # type: ignore[arg-type]
     timeline.mark_times([(census.t, census_label(census, time=False))])
-    marks = [label.text for label in timeline.event_lane.labels.entries if label.low]
+    marks = [label.text for label in timeline.event_lane.labels.entries if label.census]
     assert any(f"steps{PAYLOAD}" in mark for mark in marks), marks
     assert timeline.readout.textFormat() == Qt.TextFormat.PlainText
 

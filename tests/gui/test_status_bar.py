@@ -122,3 +122,16 @@ def test_a_new_run_shows_dashes_and_waits_until_its_first_sample(
     window._show_profile(empty, tmp_path / "empty.memsight")
     assert window.status.ram_label.text() == "RAM —"
     assert view.empty.textItem.toPlainText() == "This run recorded no memory samples"
+
+
+def test_the_last_field_keeps_off_the_right_edge_of_a_maximized_window(
+    qtbot: QtBot, window: MainWindow, tmp_path: Path
+) -> None:
+    # Maximized, the status bar has no size grip, which otherwise keeps the text off the edge.
+    window.showMaximized()
+    qtbot.waitUntil(window.isMaximized)
+    window._show_profile(busy_run(), tmp_path / "busy.memsight")
+    label = window.status.rate_label
+    qtbot.waitUntil(lambda: label.isVisible() and label.width() >= label.sizeHint().width())
+    text_right = label.mapTo(window, label.contentsRect().topRight()).x()
+    assert window.width() - text_right >= statusbar.RIGHT_MARGIN
