@@ -364,10 +364,13 @@ class Recording:
         self.tree = TreeWatcher(pid, children, self.event)
         self.sampler = HostSampler(pid, spec.interval_ms / 1000.0, ram, self.tree)
         self.sampler.sample()  # the first sample is on its way before the target runs a line
-        self.flush()
         self.server.start()
         self.tree.start()
         self.sampler.start()
+        # Sampling runs before the first flush: encoding a block waits for numpy and the codec
+        # (warm_imports), which a busy machine takes a second or more over, and a short
+        # script would otherwise end with only the sample above.
+        self.flush()
         if unrecorded:
             self.event(
                 "output_not_recorded",

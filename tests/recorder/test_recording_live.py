@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import queue
+import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from memsight.profiler import protocol
 from memsight.profiler.launch.spec import RunSpec
@@ -73,3 +75,32 @@ def test_the_first_sample_is_written_before_the_target_runs(tmp_path: Path) -> N
         kinds += [kind & ~protocol.COMPRESSED for kind, _ in reader.frames()]
     recording.wait()
     assert protocol.RUN in kinds and protocol.SAMPLES in kinds
+
+
+def test_sampling_goes_on_while_the_first_flush_is_slow(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # On a busy machine the first flush waits a second or more for numpy and the codec to be
+    # imported (blocks.warm_imports): the samplers must already be running meanwhile, or a
+    # short script ends before its second sample. Here the first flush waits until the
+    # sampler has taken three more samples (or 10 s, when it is not running).
+    script = write_script(tmp_path, "short.py", "import time; time.sleep(1.0)\n")
+    flush = Recording.flush
+    sampled_during_flush: list[int] = []
+
+    def slow_first_flush(self: Recording) -> None:
+        if not sampled_during_flush:
+            sampler = self.sampler
+            assert sampler is not None
+            deadline = time.monotonic() + 10.0
+            while sampler.samples < 4 and time.monotonic() < deadline:
+                time.sleep(0.005)
+            sampled_during_flush.append(sampler.samples)
+        flush(self)
+
+    monkeypatch.setattr(Recording, "flush", slow_first_flush)
+    spec = RunSpec(target=str(script), cwd=str(tmp_path), interval_ms=5)
+    recording = Recording(spec, tmp_path / "slow.memsight", stdio="capture")
+    recording.start()
+    assert recording.wait().exit_code == 0
+    assert sampled_during_flush[0] >= 4
