@@ -87,7 +87,7 @@ class Growth:
         if heap is None or heap.live_growing(config):
             return False
         return heap.free >= config.heap_retention_min_share * self.growth and not _large(
-            self.growth - heap.free, self.start_level, self.plot, config
+            self.growth - heap.free, self.start_level, _min_growth(self.plot, config), config
         )
 
     def numbers(self) -> dict[str, float | int | str | None]:
@@ -144,29 +144,23 @@ def growths(profile: Profile, config: DiagnosisConfig) -> list[Growth]:
     return [g for level in levels if (g := _per_iteration(profile, level, config))]
 
 
-# The size floor of malloc's live allocations read between iterations (see _min_growth).
-LIVE = "live"
-
-
 def _min_growth(plot: str, config: DiagnosisConfig) -> int:
-    """The size test's floor in bytes: per device kind, or LIVE for malloc's live allocations
-    judged per iteration, which are read exactly and not sampled around temporaries."""
-    if plot == LIVE:
-        return config.growth_min_bytes_live
+    """The size test's floor in bytes for a level of this plot ("ram" or "gpu")."""
     return config.growth_min_bytes_gpu if plot == "gpu" else config.growth_min_bytes_ram
 
 
-def _large(growth: float, start_level: float, plot: str, config: DiagnosisConfig) -> bool:
-    """The size tests: large in bytes and against the starting level."""
-    if growth < _min_growth(plot, config):
+def _large(growth: float, start_level: float, floor: int, config: DiagnosisConfig) -> bool:
+    """The size tests: at least `floor` bytes, and large against the starting level."""
+    if growth < floor:
         return False
     return not (start_level > 0 and growth < config.growth_min_relative * start_level)
 
 
 def _growing(
-    x: FloatArray, y: FloatArray, plot: str, config: DiagnosisConfig
+    x: FloatArray, y: FloatArray, floor: int, config: DiagnosisConfig
 ) -> tuple[LinearFit, float, float, LinearFit] | None:
-    """The fit, growth and starting level when (x, y) passes the size and still-growing tests.
+    """The fit, growth and starting level when (x, y) passes the size tests (at least `floor`
+    bytes) and the still-growing test.
 
     r² is left to the caller, whose threshold depends on what x is.
     """
@@ -174,7 +168,7 @@ def _growing(
     span = float(x[-1] - x[0])
     growth = fit.slope * span
     start_level = fit.at(float(x[0]))
-    if fit.slope <= 0 or not _large(growth, start_level, plot, config):
+    if fit.slope <= 0 or not _large(growth, start_level, floor, config):
         return None
     tail = x >= x[-1] - config.growth_tail_fraction * span
     tail_fit = linear_fit(x[tail], y[tail])
@@ -246,7 +240,7 @@ def _per_iteration(
     if judged is None:
         return None
     t, x, y = judged
-    result = _growing(x, y, levels.plot, config)
+    result = _growing(x, y, _min_growth(levels.plot, config), config)
     ram_rise = None
     if result is None or result[0].r2 < config.growth_min_r2:
         live = _live_per_iteration(profile, x, y, config) if levels.plot == "ram" else None
@@ -289,13 +283,15 @@ def _live_per_iteration(
     if live_judged is None:
         return None
     live_t, live_x, live_y = live_judged
-    result = _growing(live_x, live_y, LIVE, config)
+    # Read exactly, with no iteration's temporaries in them: a floor of their own.
+    result = _growing(live_x, live_y, config.growth_min_bytes_live, config)
     if result is None or result[0].r2 < config.growth_min_r2:
         return None
     # The live growth passed the size tests against its own start; RSS, what the user sees,
     # must have risen by a size that counts over the same iterations too.
     rise, start = _rise(x, y)
-    return (live_t, live_x, result, rise) if _large(rise, start, LIVE, config) else None
+    large = _large(rise, start, config.growth_min_bytes_live, config)
+    return (live_t, live_x, result, rise) if large else None
 
 
 def _rise(x: FloatArray, y: FloatArray) -> tuple[float, float]:
@@ -311,7 +307,8 @@ def _ram_rise(
     growth both pass the size tests against RAM's starting level; None where either does
     not."""
     rise, start = _rise(x, y)
-    if _large(rise, start, "ram", config) and _large(live_growth, start, "ram", config):
+    floor = config.growth_min_bytes_ram
+    if _large(rise, start, floor, config) and _large(live_growth, start, floor, config):
         return rise
     return None
 
@@ -366,7 +363,7 @@ def _check_over_time(
             return None
     x = (edges[index] + edges[index + 1]) / 2
     end = float(edges[index[-1] + 1])
-    result = _growing(x, floors, plot, config)
+    result = _growing(x, floors, _min_growth(plot, config), config)
     if result is not None and result[0].r2 >= config.growth_time_min_r2:
         return _growth(profile, plot, device, x, x, result, (start, end), None, None, config)
     if plot != "ram":
@@ -403,7 +400,7 @@ def _live_over_time(
     if len(live_index) < slices // 2:
         return None
     live_x = (edges[live_index] + edges[live_index + 1]) / 2
-    result = _growing(live_x, live_floors, "ram", config)
+    result = _growing(live_x, live_floors, config.growth_min_bytes_ram, config)
     if result is None or result[0].r2 < config.growth_time_min_r2:
         return None
     ram_rise = _ram_rise(x, floors, result[1], config)
