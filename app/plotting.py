@@ -293,6 +293,11 @@ def make_curve(plot: pg.PlotItem, series: Series, style: Qt.PenStyle | None = No
     item = CurveItem(name=series.label, pen=pen, skipFiniteCheck=True)
     plot.addItem(item)
     item.setDownsampling(auto=True, method="peak")
+    # Peak downsampling keeps each bin's lowest and highest value, so one bin per pixel draws
+    # what more would. pyqtgraph bins only past 5 points a pixel by default: a level of up to
+    # 8 points a pixel was painted whole, and a GPU curve that swings every step paints a
+    # segment across the plot's height for each point.
+    item.opts["autoDownsampleFactor"] = 1.0
     item.setClipToView(True)
     return item
 
