@@ -81,15 +81,36 @@ def assert_readable(view: TimelineView) -> list[str]:
     return [text for text, _rect in labels]
 
 
+def shown_out_of_memory_run(
+    qtbot: QtBot, window: MainWindow, tmp_path: Path, size: tuple[int, int]
+) -> tuple[TimelineView, Profile]:
+    """The window at `size` showing out_of_memory_run(), its labels laid out."""
+    window.resize(*size)
+    qtbot.waitExposed(window)
+    run = out_of_memory_run()
+    window._show_profile(run, tmp_path / "oom.memsight")
+    settle(window.timeline)
+    return window.timeline, run
+
+
+def labels_above_the_peak(view: TimelineView, run: Profile) -> list[tuple[str, QRectF]]:
+    """The labels drawn over the RAM plot, each checked to sit above the run's peak, which is
+    at its end, where its labels are: in their band above the curve, never on it."""
+    box = view.ram_plot.getViewBox()
+    assert run.ram is not None
+    peak = float(run.ram["rss_peak"].max())
+    peak_y = box.mapViewToScene(pg.Point(END, peak)).y()  # screen y grows downwards
+    labels = drawn_labels(view)
+    for text, rect in labels:
+        assert rect.bottom() <= peak_y, f"{text!r} covers the curve: {rect} under y={peak_y}"
+    return labels
+
+
 @pytest.mark.parametrize("size", [(1600, 1000), (900, 600)])
 def test_the_labels_of_a_runs_last_moments_never_overlap_or_get_cut(
     qtbot: QtBot, window: MainWindow, tmp_path: Path, size: tuple[int, int]
 ) -> None:
-    window.resize(*size)
-    qtbot.waitExposed(window)
-    window._show_profile(out_of_memory_run(), tmp_path / "oom.memsight")
-    view = window.timeline
-    settle(view)
+    view, _run = shown_out_of_memory_run(qtbot, window, tmp_path, size)
     shown = " ".join(assert_readable(view))
     for text in ("OOM: RuntimeError", "error: ValueError", "exit: exit code 1"):
         assert text in shown  # each said, on its own or with its neighbours
@@ -109,20 +130,8 @@ def test_the_labels_of_errors_and_the_exit_never_cover_the_curve_at_its_peak(
 ) -> None:
     # The run peaks as it ends, where its OOM, error and exit labels are: they sit in a band
     # of their own above the curve (the plot's automatic range leaves it free), never on it.
-    window.resize(*size)
-    qtbot.waitExposed(window)
-    run = out_of_memory_run()
-    window._show_profile(run, tmp_path / "oom.memsight")
-    view = window.timeline
-    settle(view)
-    box = view.ram_plot.getViewBox()
-    assert run.ram is not None
-    peak = float(run.ram["rss_peak"].max())
-    peak_y = box.mapViewToScene(pg.Point(END, peak)).y()  # screen y grows downwards
-    labels = drawn_labels(view)
-    assert labels
-    for text, rect in labels:
-        assert rect.bottom() <= peak_y, f"{text!r} covers the curve: {rect} under y={peak_y}"
+    view, run = shown_out_of_memory_run(qtbot, window, tmp_path, size)
+    assert labels_above_the_peak(view, run)
 
 
 def test_a_census_mark_and_the_errors_labels_keep_apart(
@@ -144,23 +153,14 @@ def test_a_census_label_keeps_off_the_curves_and_its_line_stops_at_other_labels(
     # At 900 px a census late in the run has its line under the exit's label and its own
     # label beside the curves' highest part: the label goes in the band above the curves,
     # and the line is hidden behind the exit's label, not drawn through its text.
-    window.resize(900, 600)
-    qtbot.waitExposed(window)
-    run = out_of_memory_run()
-    window._show_profile(run, tmp_path / "oom.memsight")
-    view = window.timeline
-    settle(view)
+    view, run = shown_out_of_memory_run(qtbot, window, tmp_path, (900, 600))
     box = view.ram_plot.getViewBox()
     exit_rect = next(rect for text, rect in drawn_labels(view) if "exit" in text)
     under_exit = box.mapSceneToView(exit_rect.center()).x()
     view.mark_times([(under_exit, "census at optimizer step 40")])
     settle(view)
-    assert run.ram is not None
-    peak_y = box.mapViewToScene(pg.Point(END, float(run.ram["rss_peak"].max()))).y()
-    labels = drawn_labels(view)
+    labels = labels_above_the_peak(view, run)
     assert any(text.startswith("census at") for text, _rect in labels), labels
-    for text, rect in labels:
-        assert rect.bottom() <= peak_y, f"{text!r} covers the curve: {rect} under y={peak_y}"
     exit_rect = next(rect for text, rect in labels if "exit" in text)
     shot = view.graphics.grab().toImage()
     corner = view.graphics.mapFromScene(exit_rect.topLeft())
