@@ -38,6 +38,7 @@ from memsight.app.connectdialog import ConnectDialog
 from memsight.app.console import ConsoleView
 from memsight.app.contents import ContentsPanel
 from memsight.app.findings import BackgroundDiagnosis, FindingsPanel
+from memsight.app.opening import ProfileReader
 from memsight.app.plaintext import shorten, window_title
 from memsight.app.recordings import recordings_dir
 from memsight.app.runsetup import RunSetupPanel
@@ -53,6 +54,7 @@ from memsight.profiler.launch.spec import DEFAULT_INTERVAL_MS, ExitStatus, defau
 from memsight.profiler.output_path import OutputError
 from memsight.profiler.profile.header import SUFFIX
 from memsight.profiler.profile.model import Profile
+from memsight.profiler.profile.overview import read_overview
 from memsight.profiler.profile.storage import ProfileError, load_profile
 from memsight.profiler.report import write_html
 from memsight.profiler.units import format_bytes
@@ -119,6 +121,10 @@ class MainWindow(QMainWindow):
             self.timeline, self.compare, self.compare_dock, self.findings, self
         )
         self.comparing.failed.connect(self.show_error)
+        self.reader = ProfileReader(self)
+        self._overview_range = (0.0, 0.0)  # the view an overview was shown in
+        self.reader.loaded.connect(self._on_profile_read)
+        self.reader.failed.connect(self._on_read_failed)
         self.compare.closeRequested.connect(self.stop_comparing)
         self._previous: tuple[Profile, Path] | None = None  # the run before this one
         self._terminating = False  # ending on SIGTERM: close without asking (terminate)
@@ -374,8 +380,12 @@ class MainWindow(QMainWindow):
         # and let the window repaint what the closed file dialog covered (sync: the window
         # system's expose events, which come after the dialog is gone, are handled now, not
         # after the load, which would leave the dialog's image on screen meanwhile).
+        self.reader.cancel()  # a large file still being read gives way to this one
         self.status.showMessage(f"Opening {Path(path).name}…")
         QApplication.sync()
+        overview = read_overview(path)
+        if overview is not None:
+            return self._show_overview(overview, path)
         QApplication.setOverrideCursor(Qt.CursorShape.WaitCursor)
         try:
             try:
@@ -386,20 +396,57 @@ class MainWindow(QMainWindow):
             except MemoryError:
                 self.show_error("Cannot open profile", f"{path}: not enough memory to load it")
                 return False
-            self.session.forget()
-            try:
-                self._show_profile(profile, Path(path))
-                self._prepare_rerun(profile)
-            except Exception as exc:  # whatever a file holds, the app stays up
-                self._show_nothing()
-                self.show_error("Cannot show profile", f"{path}: {type(exc).__name__}: {exc}")
-                return False
+            return self._show_opened(profile, path)
         finally:
             QApplication.restoreOverrideCursor()
             self.status.clearMessage()
+
+    def _show_opened(self, profile: Profile, path: str) -> bool:
+        """Show a profile read from `path`, and remember the file among the recent ones."""
+        self.session.forget()
+        try:
+            self._show_profile(profile, Path(path))
+            self._prepare_rerun(profile)
+        except Exception as exc:  # whatever a file holds, the app stays up
+            self._show_nothing()
+            self.show_error("Cannot show profile", f"{path}: {type(exc).__name__}: {exc}")
+            return False
         AppSettings.remember(self.settings.recent_profiles, str(Path(path).resolve()))
         self.settings.save(self.store)
         return True
+
+    def _show_overview(self, overview: Profile, path: str) -> bool:
+        """A large profile: its stored overview on the timeline at once, the whole file read
+        behind it (app/opening.py), which then takes its place (_on_profile_read)."""
+        self.session.forget()
+        self._show_nothing()
+        try:
+            self.timeline.set_profile(overview)
+        except Exception as exc:  # an overview that cannot be drawn: the whole file still can
+            self.timeline.set_profile(None)
+            self.status.showMessage(f"Opening {Path(path).name}… ({type(exc).__name__})")
+        self._overview_range = self.timeline.x_range()
+        self.findings.header.setText("Reading the whole run…")
+        self.status.showMessage(
+            f"Reading {Path(path).name}: its overview is shown until the whole run is read…"
+        )
+        self.setWindowTitle(window_title(f"memsight — {overview.info.target or Path(path).name}"))
+        self.reader.read(path)
+        return True
+
+    def _on_profile_read(self, profile: Profile, path: str) -> None:
+        """The whole of a large profile is read: it takes the overview's place, in the view the
+        user moved to meanwhile."""
+        moved = self.timeline.x_range() != self._overview_range
+        low, high = self.timeline.x_range()
+        self.status.clearMessage()
+        if self._show_opened(profile, path) and moved:
+            self.timeline.set_x_range(low, high)
+
+    def _on_read_failed(self, title: str, message: str) -> None:
+        self.status.clearMessage()
+        self._show_nothing()
+        self.show_error(title, message)
 
     def _prepare_rerun(self, profile: Profile) -> None:
         """Fill the run bar with what the profile ran, so Ctrl+R runs it again after a fix.
@@ -438,6 +485,7 @@ class MainWindow(QMainWindow):
         self.findings.open_file(file, line, self.profile.info.cwd if self.profile else "")
 
     def _show_profile(self, profile: Profile, path: Path, running: bool = False) -> None:
+        self.reader.cancel()  # a large file still being read: what is shown now wins
         self.stop_comparing()  # a comparison was of the run shown before
         self.profile = profile
         self.profile_path = path
@@ -814,6 +862,7 @@ class MainWindow(QMainWindow):
             self.session.kill()
         self.diagnosis.shutdown()
         self.comparing.shutdown()
+        self.reader.shutdown()
         self.store.setValue("geometry", self.saveGeometry())
         self.store.setValue("window_state", self.saveState(WINDOW_STATE_VERSION))
         self.settings.save(self.store)

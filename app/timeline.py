@@ -266,6 +266,19 @@ class TimelineView(QWidget):
         end = max(self.profile.duration, 1e-3)
         self._set_x_range(0.0, end)
 
+    def x_range(self) -> tuple[float, float]:
+        """The times at the view's left and right edges, in seconds."""
+        low, high = self.lane.getViewBox().viewRange()[0]
+        return float(low), float(high)
+
+    def set_x_range(self, low: float, high: float) -> None:
+        """Show the times from `low` to `high` exactly (a view kept from before)."""
+        self._programmatic_range = True
+        try:
+            self.lane.setXRange(low, high, padding=0)
+        finally:
+            self._programmatic_range = False
+
     def highlight(self, start: float, end: float, plot: str | None) -> None:
         """Shade a finding's evidence span (strongest on its own plot) and bring it into view."""
         self.clear_highlight()

@@ -1,7 +1,9 @@
 """gui_load: open a 1,000,000-sample profile in the window, then pan and zoom it.
 
 Targets (docs/architecture.md, issue 4): the profile is on screen within 1.5 s of asking to open it, and
-panning / zooming redraws at 30 frames per second or more (every frame within 33 ms).
+panning / zooming redraws at 30 frames per second or more (every frame within 33 ms). A profile
+with a stored overview (a day-long run's; profiler/profile/overview.py) is on screen when its
+overview is; the time until the whole run has replaced it is printed too.
 
 The profile is the one load.py measures, from benchmarks/synthetic_recording.py (written
 through the recorder's own write path and compaction, verified, cached in the temporary
@@ -63,6 +65,12 @@ def main() -> int:
     app.processEvents()
     window.grab()
     open_s = time.perf_counter() - started
+    # A profile with a stored overview is on screen from it; the whole run is read behind it.
+    overview_first = window.reader.reading is not None
+    window.reader.wait()
+    app.processEvents()
+    window.grab()
+    whole_s = time.perf_counter() - started
     samples = window.profile.sample_count if window.profile else 0
 
     # Pan and zoom across the whole run: wide views (all million samples decimated), close
@@ -87,7 +95,12 @@ def main() -> int:
         [
             ["samples in the profile", f"{samples:,}", "1,000,000"],
             ["file size", f"{path.stat().st_size / 1e6:.1f} MB", ""],
-            ["open → on screen", f"{open_s:.2f} s", f"≤ {OPEN_TARGET_S} s"],
+            [
+                "open → on screen" + (" (its overview)" if overview_first else ""),
+                f"{open_s:.2f} s",
+                f"≤ {OPEN_TARGET_S} s",
+            ],
+            ["open → the whole run on screen", f"{whole_s:.2f} s", ""],
             [
                 "pan/zoom frame, median",
                 f"{statistics.median(frames_ms):.1f} ms ({fps:.0f} fps)",
@@ -113,6 +126,8 @@ def main() -> int:
             "samples": samples,
             "file_bytes": path.stat().st_size,
             "open_s": open_s,
+            "overview_first": overview_first,
+            "whole_s": whole_s,
             "frame_ms": frames_ms,
             "frame_ms_median": statistics.median(frames_ms),
             "frame_ms_p95": p95,

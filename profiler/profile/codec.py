@@ -92,6 +92,13 @@ DECODED = -1
 Queued = tuple[int, "bytes | memoryview | Callable[[], np.ndarray]"]
 
 
+def block_rows(schema: TableSchema, encoding: int, block: bytes | memoryview) -> int:
+    """The rows in a checked block (check_block), without decoding it."""
+    if encoding == protocol.ROWS:
+        return len(block) // schema.row.size
+    return int.from_bytes(block[:COUNT_SIZE], "little")
+
+
 def packed_rows(block: bytes | memoryview) -> int:
     """The row count of a checked COLUMNS_PACKED (or ROWS_DELTA) block."""
     return int.from_bytes(block[:COUNT_SIZE], "little")

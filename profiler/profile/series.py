@@ -73,7 +73,12 @@ def process_tree_bytes(ram: SampleTable, start: int = 0, stop: int | None = None
     than the interval is not lost) and the children with their USS (summing their RSS would
     count copy-on-write pages shared with the main process twice).
     """
-    tree: IntArray = ram["rss_peak"][start:stop] + ram["children"][start:stop]
+    return tree_bytes(ram["rss_peak"][start:stop], ram["children"][start:stop])
+
+
+def tree_bytes(rss_peak: IntArray, children: IntArray) -> IntArray:
+    """The process tree's bytes from its two columns (process_tree_bytes says why these)."""
+    tree: IntArray = rss_peak + children
     return tree
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from memsight.profiler import protocol
 from memsight.profiler.output_path import OutputError, output_target, write_output
-from memsight.profiler.profile import codec, inflate
+from memsight.profiler.profile import codec, inflate, overview
 from memsight.profiler.profile.header import (
     ATTACHMENTS_VERSION,
     FILE_HEADER,
@@ -357,6 +357,7 @@ def compact_profile(path: str | os.PathLike[str]) -> None:
     blocks: dict[int, list[tuple[int, bytes]]] = {}
     events: list[Any] = []
     declared_at: dict[int, int] = {}  # table id -> the index in `frames` of its schema
+    run_at: int | None = None  # the index in `frames` of the RUN frame
     scan = _FrameScan(data)
     try:
         for kind, payload in scan:
@@ -373,14 +374,28 @@ def compact_profile(path: str | os.PathLike[str]) -> None:
                     schemas[schema.id] = schema
                     declared_at.setdefault(schema.id, len(frames))
                 elif base == protocol.ATTACHMENT:
-                    protocol.split_attachment(plain)
+                    if protocol.split_attachment(plain)[0] == overview.OVERVIEW_ID:
+                        continue  # a file compacted before: its overview is made anew
                     attachments = True
+                elif base == protocol.RUN and run_at is None:
+                    run_at = len(frames)
                 frames.append(protocol.encode_frame(kind, payload))
     except _DECODE_ERRORS as exc:
         raise scan.error(path, exc) from None
+    version = FILE_HEADER.unpack_from(data)[1]
+    # Whole only when the recording's end is in it: a run whose writing failed ends at the gap.
+    ended = any(event.get("type") == "recording_end" for event in events)
+    with_overview = ended and overview.needs_overview(
+        sum(codec.block_rows(schemas[table_id], *block) for block in table_blocks)
+        for table_id, table_blocks in blocks.items()
+    )
+    overview_tables: list[tuple[TableSchema, Any]] = []
     for table_id, table_blocks in blocks.items():
         schema = schemas[table_id]
         matrix = codec.decode_sequence(schema, table_blocks)
+        kept = overview.overview_rows(schema, matrix) if with_overview else None
+        if kept is not None:
+            overview_tables.append((schema, kept))
         # The schema says how many rows follow: a reader allocates the table once and
         # decodes each block into its place (ProfileBuilder._place).
         frames[declared_at[table_id]] = protocol.encode_json_frame(
@@ -389,14 +404,20 @@ def compact_profile(path: str | os.PathLike[str]) -> None:
         for start in range(0, len(matrix), COMPACT_ROWS):
             packed = codec.encode_columns_packed(schema, matrix[start : start + COMPACT_ROWS])
             frames.append(protocol.encode_frame(protocol.SAMPLES, packed, compress=True))
+    if with_overview:
+        run = frames[run_at] if run_at is not None else None
+        stored = overview.overview_file(run, overview_tables, events, version)
+        # Right after the RUN frame, where a reader finds it without scanning the file
+        # (overview.read_overview). No event describes it: the profile it decodes to is the
+        # same with it and without it.
+        at = 1 if run_at is None else run_at + 1
+        frames[at:at] = overview.overview_frames(stored)
+        attachments = True
     for start in range(0, len(events), COMPACT_EVENTS):
         batch = events[start : start + COMPACT_EVENTS]
         frames.append(protocol.encode_json_frame(protocol.EVENTS, batch, compress=True))
-    version = FILE_HEADER.unpack_from(data)[1]
     if attachments:
         version = max(version, ATTACHMENTS_VERSION)
-    # Whole only when the recording's end is in it: a run whose writing failed ends at the gap.
-    ended = any(event.get("type") == "recording_end" for event in events)
     frames[0] = file_header(version, flags=FLAG_WHOLE if ended else 0)
     # By the one output rule (profiler/output_path.py): a temporary beside the file (a
     # symlink's target, not the link) replaces it atomically.

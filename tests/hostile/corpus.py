@@ -14,12 +14,15 @@ import json
 import os
 import random
 import struct
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from memsight.profiler import protocol
+from memsight.profiler.profile import overview
 from memsight.profiler.profile.header import FILE_HEADER
+from memsight.profiler.profile.storage import compact_profile
 from tests.hostile import frames
 
 Frame = tuple[int, bytes]  # kind (with the compressed bit), plain payload
@@ -333,7 +336,24 @@ def synthetic_seeds() -> list[bytes]:
     output = protocol.output_frame(1, frames.T0 + 500, b"epoch 1 loss 0.5\n", compress=True)
     base = frames.small_profile(rows=200)
     job = frames.small_profile(rows=20) + frames.job_frames()  # a torchrun job's processes
-    return [base, base + events + output, frames.small_profile(rows=3) + events, job]
+    seeds = [base, base + events + output, frames.small_profile(rows=3) + events, job]
+    return [*seeds, with_overview(frames.small_profile(rows=2_000) + events + output)]
+
+
+def with_overview(data: bytes) -> bytes:
+    """A finished profile compacted with a stored overview (profile/overview.py), which a
+    profile of this size would not get: so that mutants reach the app's reading of one."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "seed.memsight"
+        path.write_bytes(data)
+        limits = overview.OVERVIEW_MIN_ROWS, overview.OVERVIEW_BINS
+        overview.OVERVIEW_MIN_ROWS, overview.OVERVIEW_BINS = 1_000, 64
+        try:
+            compact_profile(path)
+        finally:
+            overview.OVERVIEW_MIN_ROWS, overview.OVERVIEW_BINS = limits
+        assert overview.read_overview(path) is not None
+        return path.read_bytes()
 
 
 def special_files(folder: Path) -> list[tuple[str, Path]]:

@@ -47,9 +47,14 @@ def main(argv: list[str]) -> int:
             window.error_box = None
             opened = window.open_profile(path)
             deadline = time.monotonic() + 30
-            while window.diagnosis.busy and time.monotonic() < deadline:
+            # A file with a stored overview is shown from it and read whole behind it.
+            while (
+                window.reader.reading is not None or window.diagnosis.busy
+            ) and time.monotonic() < deadline:
                 application.processEvents()
                 time.sleep(0.005)
+            if opened and window.profile is None and error_shown(window) is not None:
+                opened = False  # its overview was shown, the whole file was refused
             window.grab()  # draws every view once
             box: QMessageBox | None = window.error_box  # set by open_profile
             result["outcome"] = "opened" if opened else "refused"
@@ -66,6 +71,12 @@ def main(argv: list[str]) -> int:
     out.write_text(json.dumps({"results": results, "peak_rss_bytes": peak_rss_bytes()}))
     window.close()
     return 0
+
+
+def error_shown(window: Any) -> QMessageBox | None:
+    """The window's error dialog, read afresh (a wait in between may have set it)."""
+    box: QMessageBox | None = window.error_box
+    return box
 
 
 if __name__ == "__main__":
