@@ -74,6 +74,17 @@ class Completed:
         return load_profile(self.profile_path)
 
 
+def way_in() -> bool:
+    """Whether memsight can start its agent in a running process here: Python 3.14's
+    sys.remote_exec, or a gdb that can call functions in a process on this machine."""
+    if sys.version_info >= (3, 14):
+        return True
+    from memsight.profiler.recorder.inject import gdb_call_problem
+
+    gdb = shutil.which("gdb")
+    return gdb is not None and gdb_call_problem(gdb) is None
+
+
 def write_script(folder: Path, name: str, source: str) -> Path:
     path = folder / name
     path.parent.mkdir(parents=True, exist_ok=True)

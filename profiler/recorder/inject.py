@@ -19,6 +19,7 @@ written to a file the attacher reads (`failure()`). The page (4 KiB) stays mappe
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -247,7 +248,62 @@ def gdb_commands(statement_text: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+@functools.cache
+def gdb_call_problem(gdb: str) -> str | None:
+    """Why `gdb` cannot call a function in a process on this machine, or None when it can.
+
+    Found on a throwaway process of memsight's own (`sleep`), never on the target: a gdb whose
+    function call fails midway leaves the stopped thread's registers half written, and a
+    program stopped in a system call then gets an error it never had (gdb 13.1 on Linux 6.18
+    fails to write the CPU's extended register state, "Couldn't write extended state status",
+    and a sleeping Python program raised OSError 514).
+    """
+    sleep = shutil.which("sleep")
+    if sleep is None:
+        return None  # nothing to try it on: the target's own attempt will say what fails
+    probe = subprocess.Popen(
+        [sleep, "60"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        done = subprocess.run(
+            [
+                gdb, "-batch", "-nx", "-nw", "-p", str(probe.pid),
+                "-iex", "set auto-solib-add off",
+                "-iex", "set debuginfod enabled off",
+                "-ex", "sharedlibrary libc",
+                "-ex", 'printf "memsight-probe %d\\n", ((int (*)(void)) getpid)()',
+            ],
+            capture_output=True,
+            text=True,
+            timeout=GDB_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    finally:
+        probe.kill()
+        probe.wait()
+    output = done.stdout + done.stderr
+    if f"memsight-probe {probe.pid}" in output or "ptrace: Operation not permitted" in output:
+        return None  # it works, or ptrace is refused: the target's attempt says so as ever
+    failed = [
+        line.strip()
+        for line in output.splitlines()
+        if line.strip() and not line.startswith(("[Inferior", "warning:", "Detaching"))
+    ]
+    return failed[-1] if failed else f"gdb exited with status {done.returncode}"
+
+
 def _gdb(gdb: str, pid: int, loader: Loader) -> str:
+    problem = gdb_call_problem(gdb)
+    if problem is not None:
+        raise NoWayIn(
+            f"gdb cannot call functions in a process on this machine ({problem}), so memsight "
+            "leaves the process untouched"
+        )
     script = loader.folder / "attach.gdb"
     script.write_text(gdb_commands(statement(loader.path)))
     command = [

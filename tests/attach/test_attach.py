@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from memsight.profiler.profile.storage import load_profile
+from memsight.profiler.recorder.inject import gdb_call_problem
 from tests.load import deadline
 from tests.support import (
     Completed,
@@ -22,6 +23,7 @@ from tests.support import (
     run_cli,
     run_plain,
     wait_until,
+    way_in,
     write_script,
 )
 
@@ -66,8 +68,9 @@ print("left", left, flush=True)
 """
 
 needs_gdb = pytest.mark.skipif(
-    shutil.which("gdb") is None and sys.version_info < (3, 14),
-    reason="gdb is not installed: before Python 3.14 it is memsight's way into a running process",
+    not way_in(),
+    reason="before Python 3.14 gdb is memsight's way into a running process: it is not "
+    "installed, or cannot call functions in a process on this machine",
 )
 
 
@@ -297,3 +300,58 @@ def test_after_a_detach_the_childrens_going_on_is_no_warning(tmp_path: Path) -> 
     finally:
         (tmp_path / "stop").write_text("")
         parent.communicate(timeout=deadline(60))
+
+
+@pytest.mark.skipif(
+    sys.version_info >= (3, 14) or shutil.which("gdb") is None or way_in(),
+    reason="runs where gdb is installed but cannot call functions in a process",
+)
+def test_where_gdb_cannot_call_functions_the_process_is_left_untouched(tmp_path: Path) -> None:
+    # gdb 13.1 on Linux 6.18 fails to write the CPU's extended registers midway through a
+    # call; a program it stopped in a system call then got OSError 514 from its sleep.
+    write_script(
+        tmp_path,
+        "naps.py",
+        "import os, time\nprint(os.getpid(), flush=True)\n"
+        "for _ in range(8):\n    time.sleep(0.5)\nprint('slept fine', flush=True)\n",
+    )
+    napping = subprocess.Popen(
+        [sys.executable, "naps.py"],
+        cwd=tmp_path,
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert napping.stdout is not None
+    pid = int(napping.stdout.readline())
+
+    done = attach(tmp_path, str(pid), "--duration", "1", "-o", "n.memsight")
+
+    out, err = napping.communicate(timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "gdb cannot call functions" in done.stderr
+    assert "recording from outside only" in done.stderr
+    assert napping.returncode == 0 and out.strip() == "slept fine" and err == ""
+
+
+def test_a_gdb_that_fails_a_call_is_found_on_a_process_of_memsights_own(tmp_path: Path) -> None:
+    broken, working = tmp_path / "broken", tmp_path / "working"
+    for folder in (broken, working):
+        folder.mkdir()
+    (broken / "gdb").write_text(
+        '#!/bin/sh\necho "Couldn\'t write extended state status: Bad address." >&2\n'
+        "echo '[Inferior 1 (process 1) detached]'\n"
+    )
+    # A gdb that calls getpid() in the process it was given, as a working one prints it.
+    (working / "gdb").write_text(
+        '#!/bin/sh\nwhile [ $# -gt 0 ]; do [ "$1" = -p ] && echo "memsight-probe $2"; shift; done\n'
+    )
+    for folder in (broken, working):
+        (folder / "gdb").chmod(0o755)
+
+    assert (
+        gdb_call_problem(str(broken / "gdb"))
+        == "Couldn't write extended state status: Bad address."
+    )
+    assert gdb_call_problem(str(working / "gdb")) is None

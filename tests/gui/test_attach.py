@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,7 +14,7 @@ from memsight.app.attachdialog import AttachDialog
 from memsight.app.mainwindow import MainWindow
 from memsight.profiler.profile.storage import load_profile
 from tests.gui.support import RUN_TIMEOUT_MS, wait_until_settled
-from tests.support import child_env, write_script
+from tests.support import child_env, way_in, write_script
 
 pytestmark = pytest.mark.slow  # a real process, a debugger
 
@@ -65,8 +64,9 @@ def test_the_dialog_lists_the_users_python_processes_not_memsights_own(
 
 
 @pytest.mark.skipif(
-    shutil.which("gdb") is None and sys.version_info < (3, 14),
-    reason="gdb is not installed: before Python 3.14 it is memsight's way into a running process",
+    not way_in(),
+    reason="before Python 3.14 gdb is memsight's way into a running process: it is not "
+    "installed, or cannot call functions in a process on this machine",
 )
 def test_an_attached_process_shows_live_and_goes_on_after_stop(
     qtbot: QtBot, window: MainWindow, looping: subprocess.Popen[str]
