@@ -96,7 +96,7 @@ def block_rows(schema: TableSchema, encoding: int, block: bytes | memoryview) ->
     """The rows in a checked block (check_block), without decoding it."""
     if encoding == protocol.ROWS:
         return len(block) // schema.row.size
-    return int.from_bytes(block[:COUNT_SIZE], "little")
+    return packed_rows(block)
 
 
 def packed_rows(block: bytes | memoryview) -> int:
