@@ -63,6 +63,10 @@ from memsight.profiler.units import format_bytes
 
 FOLLOW_WINDOW_S = 60.0
 
+# The view's own moves leave this fraction of the range free at each side, so the first and
+# last points are not drawn on the frame.
+EDGE_PADDING = 0.01
+
 # The whole job's total: the target's process tree holds every process of the job.
 JOB_TREE_LABEL = "Whole job (tree)"
 
@@ -264,18 +268,19 @@ class TimelineView(QWidget):
         if self.profile is None:
             return
         end = max(self.profile.duration, 1e-3)
-        self._set_x_range(0.0, end)
+        self.set_x_range(0.0, end, padding=EDGE_PADDING)
 
     def x_range(self) -> tuple[float, float]:
         """The times at the view's left and right edges, in seconds."""
         low, high = self.lane.getViewBox().viewRange()[0]
         return float(low), float(high)
 
-    def set_x_range(self, low: float, high: float) -> None:
-        """Show the times from `low` to `high` exactly (a view kept from before)."""
+    def set_x_range(self, low: float, high: float, padding: float = 0.0) -> None:
+        """Show the times from `low` to `high`, exactly by default (a view kept from before);
+        the view's own moves pad by a hair so the first and last points are not on the edge."""
         self._programmatic_range = True
         try:
-            self.lane.setXRange(low, high, padding=0)
+            self.lane.setXRange(low, high, padding=padding)
         finally:
             self._programmatic_range = False
 
@@ -299,7 +304,7 @@ class TimelineView(QWidget):
         if self.running:
             self.set_follow(False)
         margin = max((end - start) * 0.15, 0.05)
-        self._set_x_range(max(0.0, start - margin), end + margin)
+        self.set_x_range(max(0.0, start - margin), end + margin, padding=EDGE_PADDING)
 
     def clear_highlight(self) -> None:
         for item, region in self._highlights:
@@ -321,7 +326,7 @@ class TimelineView(QWidget):
         if self.running:
             self.set_follow(False)
         start = max(0.0, t - (high - low) / 2)
-        self._set_x_range(start, start + (high - low))
+        self.set_x_range(start, start + (high - low), padding=EDGE_PADDING)
 
     def refresh(self, force: bool = False) -> None:
         profile = self.profile
@@ -545,18 +550,11 @@ class TimelineView(QWidget):
 
     # -- interaction ------------------------------------------------------------------------
 
-    def _set_x_range(self, low: float, high: float) -> None:
-        self._programmatic_range = True
-        try:
-            self.lane.setXRange(low, high, padding=0.01)
-        finally:
-            self._programmatic_range = False
-
     def _apply_follow(self) -> None:
         if self.profile is None:
             return
         end = self.profile.duration
-        self._set_x_range(max(0.0, end - FOLLOW_WINDOW_S), max(end, 1.0))
+        self.set_x_range(max(0.0, end - FOLLOW_WINDOW_S), max(end, 1.0), padding=EDGE_PADDING)
 
     def _on_manual_range(self, *_: Any) -> None:
         if self.running and not self._programmatic_range:
