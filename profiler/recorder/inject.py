@@ -267,20 +267,18 @@ def gdb_call_problem(gdb: str) -> str | None:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    call_getpid = [
+        "-ex", "sharedlibrary libc",
+        "-ex", 'printf "memsight-probe %d\\n", ((int (*)(void)) getpid)()',
+    ]  # fmt: skip
     try:
         done = subprocess.run(
-            [
-                gdb, "-batch", "-nx", "-nw", "-p", str(probe.pid),
-                "-iex", "set auto-solib-add off",
-                "-iex", "set debuginfod enabled off",
-                "-ex", "sharedlibrary libc",
-                "-ex", 'printf "memsight-probe %d\\n", ((int (*)(void)) getpid)()',
-            ],
+            _gdb_command(gdb, probe.pid, *call_getpid),
             capture_output=True,
             text=True,
             timeout=GDB_TIMEOUT_S,
             stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     finally:
@@ -297,6 +295,17 @@ def gdb_call_problem(gdb: str) -> str | None:
     return failed[-1] if failed else f"gdb exited with status {done.returncode}"
 
 
+def _gdb_command(gdb: str, pid: int, *script: str) -> list[str]:
+    """gdb, quiet and without the user's settings, attached to `pid` to run `script`: shared
+    libraries and debug info are loaded only as asked, so attaching takes no time at all."""
+    return [
+        gdb, "-batch", "-nx", "-nw", "-p", str(pid),
+        "-iex", "set auto-solib-add off",
+        "-iex", "set debuginfod enabled off",
+        *script,
+    ]  # fmt: skip
+
+
 def _gdb(gdb: str, pid: int, loader: Loader) -> str:
     problem = gdb_call_problem(gdb)
     if problem is not None:
@@ -306,15 +315,9 @@ def _gdb(gdb: str, pid: int, loader: Loader) -> str:
         )
     script = loader.folder / "attach.gdb"
     script.write_text(gdb_commands(statement(loader.path)))
-    command = [
-        gdb, "-batch", "-nx", "-nw", "-p", str(pid),
-        "-iex", "set auto-solib-add off",
-        "-iex", "set debuginfod enabled off",
-        "-x", str(script),
-    ]  # fmt: skip
     try:
         done = subprocess.run(
-            command,
+            _gdb_command(gdb, pid, "-x", str(script)),
             capture_output=True,
             text=True,
             timeout=GDB_TIMEOUT_S,
