@@ -108,6 +108,8 @@ def test_samples_spanning_fewer_than_ten_asked_intervals_are_too_few_to_judge() 
     )
     none = sampling_pace(profile(interval_ms=10.0))
     assert (none.samples, none.samples_per_second, none.behind) == (0, None, None)
+    ended = sampling_pace(run_of(np.empty(0), interval_ms=10.0, end_t=1.0))
+    assert (ended.samples, ended.samples_per_second, ended.behind) == (0, None, None)
 
 
 def test_without_an_asked_interval_the_rate_is_given_but_not_judged() -> None:
@@ -122,6 +124,35 @@ def test_samples_after_the_exit_do_not_count() -> None:
     assert pace.samples == 1000
     assert pace.longest_gap_ms == pytest.approx(1)
     assert pace.behind is False
+
+
+@pytest.mark.parametrize("shuffled", [False, True])
+def test_a_long_run_is_counted_whole_its_longest_gap_found_wherever_it_falls(
+    shuffled: bool,
+) -> None:
+    # Longer than one block of the gap search (GAP_BLOCK), the longest gap late in the run,
+    # and samples after the exit: one late in the file, or one out of order among the rest.
+    n = 200_000
+    t = 0.001 * np.arange(1, n + 1)
+    t[150_000:] += 0.05
+    t = np.append(t, [t[-1] + 1.0, t[-1] + 2.0])
+    end = float(t[-3]) + 0.5
+    if shuffled:
+        t[1000], t[-1] = t[-1], t[1000]
+    pace = sampling_pace(run_of(t, interval_ms=1, end_t=end))
+    kept = t[t <= end]
+    assert pace.samples == n
+    assert pace.longest_gap_ms == pytest.approx(1000 * float(np.max(np.diff(kept))))
+    assert pace.longest_gap_ms == pytest.approx(51)
+
+
+def test_a_run_with_a_time_that_is_not_a_number_gives_no_rate() -> None:
+    t = 0.001 * np.arange(1, 200_001)
+    t[150_000] = np.nan
+    run = run_of(t, interval_ms=1)
+    run.info.end_t = None  # still running: no exit time to leave it out by
+    pace = sampling_pace(run)
+    assert pace.samples_per_second is None and pace.longest_gap_ms is None
 
 
 def test_a_running_figure_looks_at_the_last_seconds_only() -> None:
