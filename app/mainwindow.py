@@ -38,6 +38,7 @@ from memsight.app.connectdialog import ConnectDialog
 from memsight.app.console import ConsoleView
 from memsight.app.contents import ContentsPanel
 from memsight.app.findings import BackgroundDiagnosis, FindingsPanel
+from memsight.app.maincurves import PreparedCurves
 from memsight.app.opening import ProfileReader
 from memsight.app.plaintext import shorten, window_title
 from memsight.app.recordings import recordings_dir
@@ -401,11 +402,14 @@ class MainWindow(QMainWindow):
             QApplication.restoreOverrideCursor()
             self.status.clearMessage()
 
-    def _show_opened(self, profile: Profile, path: str) -> bool:
-        """Show a profile read from `path`, and remember the file among the recent ones."""
+    def _show_opened(
+        self, profile: Profile, path: str, prepared: PreparedCurves | None = None
+    ) -> bool:
+        """Show a profile read from `path` (with its timeline curves made ready in a worker
+        thread, when it was read there), and remember the file among the recent ones."""
         self.session.forget()
         try:
-            self._show_profile(profile, Path(path))
+            self._show_profile(profile, Path(path), prepared=prepared)
             self._prepare_rerun(profile)
         except Exception as exc:  # whatever a file holds, the app stays up
             self._show_nothing()
@@ -434,13 +438,15 @@ class MainWindow(QMainWindow):
         self.reader.read(path)
         return True
 
-    def _on_profile_read(self, profile: Profile, path: str) -> None:
+    def _on_profile_read(
+        self, profile: Profile, path: str, prepared: PreparedCurves | None
+    ) -> None:
         """The whole of a large profile is read: it takes the overview's place, in the view the
         user moved to meanwhile."""
         moved = self.timeline.x_range() != self._overview_range
         low, high = self.timeline.x_range()
         self.status.clearMessage()
-        if self._show_opened(profile, path) and moved:
+        if self._show_opened(profile, path, prepared) and moved:
             self.timeline.set_x_range(low, high)
 
     def _on_read_failed(self, title: str, message: str) -> None:
@@ -484,12 +490,18 @@ class MainWindow(QMainWindow):
         """A place in the shown run's code, opened in the user's editor (a contents row)."""
         self.findings.open_file(file, line, self.profile.info.cwd if self.profile else "")
 
-    def _show_profile(self, profile: Profile, path: Path, running: bool = False) -> None:
+    def _show_profile(
+        self,
+        profile: Profile,
+        path: Path,
+        running: bool = False,
+        prepared: PreparedCurves | None = None,
+    ) -> None:
         self.reader.cancel()  # a large file still being read: what is shown now wins
         self.stop_comparing()  # a comparison was of the run shown before
         self.profile = profile
         self.profile_path = path
-        self.timeline.set_profile(profile, running=running)
+        self.timeline.set_profile(profile, running=running, prepared=prepared)
         self.console.set_profile(profile)
         self.contents.set_profile(profile, running=running)
         self.anatomy.set_profile(profile, running=running)

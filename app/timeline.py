@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from memsight.app.axes import ByteAxis, blend, time_label
+from memsight.app.curvepoints import CurvePoints
 from memsight.app.eventlane import EventLane
 from memsight.app.jobview import (
     WHOLE_JOB,
@@ -33,6 +34,14 @@ from memsight.app.jobview import (
     job_order,
     peak_label,
     rss_label,
+)
+from memsight.app.maincurves import (
+    GPU_SERIES,
+    OWN_RAM_SERIES,
+    RAM_SERIES,
+    PreparedCurves,
+    take_in_gpu,
+    take_in_ram,
 )
 from memsight.app.plaintext import line_label
 from memsight.app.plotting import (
@@ -47,14 +56,9 @@ from memsight.profiler.profile.model import Profile
 from memsight.profiler.profile.series import (
     BEFORE_ALLOCATED,
     BEFORE_TREE,
-    DEVICE_USED,
-    GPU_ALLOCATED,
-    GPU_ALLOCATED_PEAK,
-    GPU_RESERVED,
     MAIN_PEAK,
     MAIN_RSS,
     PROCESS_TREE,
-    WORKERS,
     Series,
     memory_name,
     process_tree_bytes,
@@ -99,6 +103,7 @@ class TimelineView(QWidget):
         self._programmatic_range = False
         self._gpu_device: int | None = None
         self._levels_built = False
+        self._prepared: PreparedCurves | None = None
         self._limit_lines: list[tuple[pg.PlotItem, pg.InfiniteLine]] = []
         self._limits_key: tuple[Any, ...] = ()
         self._highlights: list[tuple[pg.PlotItem, pg.LinearRegionItem]] = []
@@ -141,14 +146,8 @@ class TimelineView(QWidget):
 
         # Drawn in this order: the main curves on top of their peaks and the tree.
         self._main_series: tuple[tuple[pg.PlotItem, Series], ...] = (
-            (self.ram_plot, MAIN_PEAK),
-            (self.ram_plot, PROCESS_TREE),
-            (self.ram_plot, WORKERS),
-            (self.ram_plot, MAIN_RSS),
-            (self.gpu_plot, GPU_ALLOCATED_PEAK),
-            (self.gpu_plot, DEVICE_USED),
-            (self.gpu_plot, GPU_RESERVED),
-            (self.gpu_plot, GPU_ALLOCATED),
+            *((self.ram_plot, series) for series in RAM_SERIES),
+            *((self.gpu_plot, series) for series in GPU_SERIES),
         )
         self.curves = {s.key: Curve(make_curve(plot, s)) for plot, s in self._main_series}
         # The whole job: each process' RSS and GPU memory side by side (app/jobview.py).
@@ -197,7 +196,16 @@ class TimelineView(QWidget):
 
     # -- public API ---------------------------------------------------------------------------
 
-    def set_profile(self, profile: Profile | None, running: bool = False) -> None:
+    def set_profile(
+        self,
+        profile: Profile | None,
+        running: bool = False,
+        prepared: PreparedCurves | None = None,
+    ) -> None:
+        """Show `profile` (None: no run), growing while `running`. `prepared`: its main curves
+        made ready in a worker thread (maincurves.prepare_curves), adopted instead of taking
+        a finished day-long run's rows in here."""
+        self._prepared = prepared if prepared is not None and prepared.profile is profile else None
         self.clear_highlight()
         self.mark_times([])
         self.set_comparison(None)
@@ -243,6 +251,11 @@ class TimelineView(QWidget):
             curve.reset()
         self.job_curves.clear()
         self._gpu_device = None
+        prepared = self._prepared
+        if prepared is not None and prepared.profile is self.profile and not self.running:
+            for key, points in prepared.points.items():
+                self.curves[key].adopt(points)
+            self._gpu_device = prepared.device
         self.refresh(force=True)
         if not self.running:
             self._build_levels()
@@ -347,13 +360,10 @@ class TimelineView(QWidget):
             self._show_empty(WAITING_TEXT)
         else:
             self._show_empty(DAMAGED_NO_SAMPLES_TEXT if profile.damaged else NO_SAMPLES_TEXT)
-        if force:
-            for curve in self.curves.values():
-                curve.reset()
-        elif self.whole_job and not self._whole_job_drawn:
+        if not force and self.whole_job and not self._whole_job_drawn:
             # A live run became a job (its first rank or spawned process connected): the main
             # process' own curves give way to each process' curve, which the legend names.
-            for series in (MAIN_RSS, MAIN_PEAK, WORKERS):
+            for series in OWN_RAM_SERIES:
                 self.curves[series.key].reset()
         self._whole_job_drawn = self.whole_job
         self._sync_process_choice()
@@ -396,20 +406,18 @@ class TimelineView(QWidget):
     # -- drawing --------------------------------------------------------------------------------
 
     def _refresh_ram(self, profile: Profile) -> None:
-        ram = profile.ram
-        if ram is None:
-            return
-        start, rows = self.curves[PROCESS_TREE.key].source_rows, len(ram)
-        if rows == start:
-            return
-        t = ram.t[start:rows]
-        live = self.running  # a finished run is drawn from its levels (_redraw)
-        tree = process_tree_bytes(ram, start, rows)
-        self.curves[PROCESS_TREE.key].extend(t, tree, rows, show=live)
-        if self.whole_job:
-            return  # each process' RSS is drawn by the job's curves instead
-        for series in (MAIN_RSS, MAIN_PEAK, WORKERS):
-            self.curves[series.key].extend(t, ram[series.key][start:rows], rows, show=live)
+        extended = take_in_ram(self._points(), profile.ram, self.whole_job)
+        self._show_live(extended)
+
+    def _points(self) -> dict[str, CurvePoints]:
+        return {key: curve.points for key, curve in self.curves.items()}
+
+    def _show_live(self, keys: list[str]) -> None:
+        """Hand these main curves' new points to pyqtgraph while a run goes on; a finished
+        run is drawn from its levels (_redraw)."""
+        if self.running:
+            for key in keys:
+                self.curves[key].show_live()
 
     def _main_label(self, series: Series) -> str:
         """A main curve's label: a process of a job drawn alone names itself."""
@@ -468,27 +476,9 @@ class TimelineView(QWidget):
             self.select_process(None if data == WHOLE_JOB else data)
 
     def _refresh_gpu(self, profile: Profile) -> None:
-        gpu = profile.gpu
-        self._show_gpu(gpu is not None)
-        if gpu is None:
-            return
-        if self._gpu_device is None:
-            self._gpu_device = int(gpu["device"][0])  # the device the script allocated on first
-        device = self._gpu_device
-        start, rows = self.curves["allocated"].source_rows, len(gpu)
-        if rows > start:
-            mine = gpu["device"][start:rows] == device
-            t = gpu.t[start:rows][mine]
-            for key in ("allocated", "allocated_peak", "reserved"):
-                self.curves[key].extend(t, gpu[key][start:rows][mine], rows, show=self.running)
-        nvml = profile.table("nvml")
-        used = self.curves["device_used"]
-        if nvml is not None and len(nvml) > used.source_rows:
-            start, rows = used.source_rows, len(nvml)
-            mine = nvml["device"][start:rows] == device
-            used.extend(
-                nvml.t[start:rows][mine], nvml["used"][start:rows][mine], rows, show=self.running
-            )
+        self._show_gpu(profile.gpu is not None)
+        self._gpu_device, extended = take_in_gpu(self._points(), profile, self._gpu_device)
+        self._show_live(extended)
 
     def _show_gpu(self, used: bool) -> None:
         """The GPU plot is in the layout only while the shown run uses CUDA (a live run's

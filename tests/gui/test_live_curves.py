@@ -11,7 +11,8 @@ from PySide6.QtGui import QPaintEvent
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
-from memsight.app.plotting import LIVE_FACTOR, Curve, make_curve
+from memsight.app.curvepoints import LIVE_FACTOR
+from memsight.app.plotting import Curve, make_curve
 from memsight.app.timeline import FOLLOW_WINDOW_S, TimelineView
 from memsight.profiler.profile.model import Profile
 from memsight.profiler.profile.series import MAIN_RSS

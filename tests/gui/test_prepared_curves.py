@@ -1,0 +1,139 @@
+"""A finished run's main curves made ready outside the GUI thread (app/maincurves.py's
+prepare_curves, which app/opening.py runs where it reads a large file) draw exactly what the
+timeline draws when it takes the run's rows in itself."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from pytestqt.qtbot import QtBot
+
+from memsight.app import curvepoints
+from memsight.app.curvepoints import CurvePoints
+from memsight.app.maincurves import prepare_curves
+from memsight.app.mainwindow import MainWindow
+from memsight.app.timeline import TimelineView
+from memsight.profiler.profile.model import Profile
+from memsight.profiler.profile.storage import compact_profile
+from tests.factories import GiB, MiB, job, profile, ram, table
+from tests.overview_files import small_limits, write_run
+
+__all__ = ["small_limits"]  # a fixture
+
+ROWS = 40_000  # enough for levels (curvepoints.MIN_LEVEL_POINTS blocks of LIVE_FACTOR)
+
+
+def gpu_run() -> Profile:
+    """RAM with a sawtooth, and two devices whose allocator and NVML rows interleave, the
+    first row on device 1 (the device the curves follow)."""
+    t = 0.01 * np.arange(ROWS)
+    rss = 1 * GiB + (np.arange(ROWS) % 977) * MiB
+    device = (np.arange(2 * ROWS) + 1) % 2
+    both = np.repeat(t, 2)
+    allocated = (np.arange(2 * ROWS) % 601) * MiB * (device + 1)
+    return profile(
+        table("ram", t, rss=rss, rss_peak=rss + 5 * MiB, children=(np.arange(ROWS) % 13) * MiB),
+        table(
+            "gpu",
+            both,
+            device=device,
+            allocated=allocated,
+            allocated_peak=allocated + MiB,
+            reserved=allocated + 64 * MiB,
+        ),
+        table("nvml", both, device=device, used=allocated + 300 * MiB, total=80 * GiB),
+        devices=[(0, 80 * GiB), (1, 80 * GiB)],
+    )
+
+
+def a_job() -> Profile:
+    ranks = (profile(ram(ROWS / 100, 300 * MiB)), profile(ram(ROWS / 100, 200 * MiB)))
+    return job(*ranks, launcher=gpu_run())
+
+
+def drawn(view: TimelineView) -> dict[str, tuple[Any, ...]]:
+    """Every main curve's points and levels, and what each draws of a view's range."""
+    view.set_x_range(12.0, 250.0)
+    return {
+        key: (
+            curve.x.tolist(),
+            curve.y.tolist(),
+            [(factor, xs.tolist(), ys.tolist()) for factor, xs, ys in curve.levels],
+            np.asarray(curve.item.xData).tolist(),
+            np.asarray(curve.item.yData).tolist(),
+        )
+        for key, curve in view.curves.items()
+    }
+
+
+@pytest.fixture
+def view(qtbot: QtBot) -> TimelineView:
+    widget = TimelineView()
+    widget.resize(1200, 700)
+    qtbot.addWidget(widget)
+    widget.show()
+    return widget
+
+
+@pytest.mark.parametrize("run", [gpu_run, a_job], ids=["two-devices", "whole-job"])
+def test_prepared_curves_draw_what_the_timeline_draws_itself(
+    view: TimelineView, run: Callable[[], Profile]
+) -> None:
+    shown = run()
+    view.set_profile(shown)
+    itself = drawn(view)
+    assert any(points[2] for points in itself.values())  # thinned, as a day is
+
+    again = run()
+    prepared = prepare_curves(again)
+    view.set_profile(again, prepared=prepared)
+
+    assert all(view.curves[key].points is points for key, points in prepared.points.items())
+    assert drawn(view) == itself
+    if shown.subprocesses:  # the whole job: each process' curve, none of the main process' own
+        assert not view.curves["rss"].n and view.process_curves
+    else:
+        assert view.curves["allocated"].n == ROWS  # device 1's rows only
+
+
+def test_curves_prepared_for_another_run_are_not_used(view: TimelineView) -> None:
+    prepared = prepare_curves(gpu_run())
+    shown = profile(ram(5.0, 100 * MiB))
+    view.set_profile(shown, prepared=prepared)
+    assert view.curves["rss"].n == len(shown.ram or []) and not view.curves["allocated"].n
+
+
+def test_a_large_file_s_rows_are_taken_in_outside_the_gui_thread(
+    qtbot: QtBot,
+    window: MainWindow,
+    tmp_path: Path,
+    small_limits: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path = tmp_path / "day.memsight"
+    write_run(path, rows=ROWS)
+    compact_profile(path)
+    taken_in: list[tuple[str, int]] = []  # (thread, rows) of each curve's take-in
+    extend = CurvePoints.extend
+
+    def spy(self: CurvePoints, x: np.ndarray, y: np.ndarray, source_rows: int) -> bool:
+        taken_in.append((threading.current_thread().name, len(x)))
+        return extend(self, x, y, source_rows)
+
+    monkeypatch.setattr(curvepoints.CurvePoints, "extend", spy)
+
+    assert window.open_profile(str(path))  # its overview, taken in here
+    assert window.reader.reading == str(path)
+    qtbot.waitUntil(lambda: window.profile is not None, timeout=30_000)
+
+    assert window.timeline.curves["rss"].n == ROWS
+    whole = [thread for thread, rows in taken_in if rows == ROWS]
+    assert len(whole) == 4  # the process tree, RSS, its peak and the workers
+    assert threading.main_thread().name not in whole
+    overview = [thread for thread, rows in taken_in if rows < ROWS]
+    assert overview and set(overview) == {threading.main_thread().name}
