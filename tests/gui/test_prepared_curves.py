@@ -101,6 +101,22 @@ def test_prepared_curves_draw_what_the_timeline_draws_itself(
         assert view.curves["allocated"].n == ROWS  # device 1's rows only
 
 
+def test_a_job_s_prepared_curves_come_back_whole_after_a_process_is_drawn_alone(
+    view: TimelineView,
+) -> None:
+    shown = a_job()
+    view.set_profile(shown)
+    itself = drawn(view)
+
+    again = a_job()
+    view.set_profile(again, prepared=prepare_curves(again))
+    view.select_process(1)  # one rank alone: its own rows, taken in here
+    assert view.curves["rss"].n == len(again.subprocesses[1].ram or [])
+    view.select_process(None)  # the whole job again: the prepared curves, still whole
+
+    assert drawn(view) == itself
+
+
 def test_curves_prepared_for_another_run_are_not_used(view: TimelineView) -> None:
     prepared = prepare_curves(gpu_run())
     shown = profile(ram(5.0, 100 * MiB))
