@@ -27,10 +27,14 @@ from memsight.app.axes import SecondsAxis
 from memsight.app.jobview import event_count, event_label, later_sighting, process_marks
 from memsight.app.plaintext import MAX_LABEL, shorten, tooltip
 from memsight.app.plotting import HeadroomViewBox
-from memsight.profiler import protocol
 from memsight.profiler.profile.model import Profile, SampleTable
 from memsight.profiler.profile.series import MARK_COLORS
-from memsight.profiler.profile.spanindex import SpanIndex, spans_overlapping
+from memsight.profiler.profile.spanindex import (
+    PHASE_KINDS,
+    ready_span_index,
+    span_index,
+    spans_overlapping,
+)
 
 MAX_SPANS_DRAWN = 1500
 MAX_EVENT_LINES = 50  # lines across the plots at errors and the exit; the rest are marks only
@@ -278,8 +282,8 @@ class EventLane:
         self.ram_plot = ram_plot
         self.gpu_plot = gpu_plot
         self.profile: Profile | None = None
-        self._spans_key: tuple[SampleTable, int] | None = None  # the table indexed, its length
-        self._span_index: dict[int, SpanIndex] = {}
+        # The spans table of the last frame and its length then.
+        self._spans_key: tuple[SampleTable, int] | None = None
         self.plot = graphics.addPlot(row=row, col=0, axisItems={"bottom": SecondsAxis("bottom")})
         self.plot.setMaximumHeight(70)
         self.plot.getAxis("left").setWidth(72)
@@ -373,24 +377,19 @@ class EventLane:
             return
         low, high = self.plot.getViewBox().viewRange()[0]
         # A table that has not grown since the last frame is indexed once (a finished
-        # profile); one still growing (a live run) is searched by a pass over it instead of
-        # being sorted again on every frame.
+        # profile; one read behind its overview comes indexed: spanindex.span_index); one
+        # still growing (a live run) is searched by a pass over it instead of being sorted
+        # again on every frame.
         # The table itself is kept, not its id: an id may be reused by the next profile's.
         stable = (
             self._spans_key is not None
             and self._spans_key[0] is spans
             and self._spans_key[1] == len(spans)
         )
-        if not stable:
-            self._spans_key, self._span_index = (spans, len(spans)), {}
-        for kind, item in (
-            (protocol.SPAN_FORWARD, self.forward),
-            (protocol.SPAN_BACKWARD, self.backward),
-        ):
-            if stable:
-                index = self._span_index.get(kind)
-                if index is None:
-                    index = self._span_index[kind] = SpanIndex.of(spans, kind)
+        self._spans_key = (spans, len(spans))
+        for kind, item in zip(PHASE_KINDS, (self.forward, self.backward), strict=True):
+            index = span_index(spans, kind) if stable else ready_span_index(spans, kind)
+            if index is not None:
                 starts, ends = index.overlapping(low, high)
             else:
                 starts, ends = spans_overlapping(spans, kind, low, high)

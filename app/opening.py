@@ -1,10 +1,11 @@
 """Reading a large profile behind its overview (File > Open of a day-long run).
 
 A profile with a stored overview (profiler/profile/overview.py) is shown from it at once, and
-read whole in a worker thread, which also makes the timeline's curves ready (taking in and
-thinning 8.6 million samples held the window still for two seconds); the whole profile then
-takes the overview's place. The read comes back in the GUI thread; one for a file no longer
-wanted (another was opened, a run started, the window closed) is dropped.
+read whole in a worker thread, which also makes the timeline's curves ready and indexes the
+phases (taking in and thinning 8.6 million samples held the window still for two seconds,
+and sorting the phases held the first pan after it a quarter of one); the whole profile
+then takes the overview's place. The read comes back in the GUI thread; one for a file no
+longer wanted (another was opened, a run started, the window closed) is dropped.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from memsight.app.maincurves import PreparedCurves, prepare_curves
 from memsight.profiler.profile.model import Profile
+from memsight.profiler.profile.spanindex import index_phases
 from memsight.profiler.profile.storage import ProfileError, load_profile
 
 POLL_MS = 40
@@ -91,9 +93,11 @@ class ProfileReader(QObject):
 
 
 def _read(path: str) -> tuple[Profile, PreparedCurves | None]:
-    """The profile at `path` and its main curves made ready, in the worker thread."""
+    """The profile at `path` with its main curves made ready and its phases indexed, in the
+    worker thread."""
     profile = load_profile(path)
     try:
+        index_phases(profile.spans)  # kept with the table (spanindex.span_index)
         return profile, prepare_curves(profile)
     except Exception:  # whatever a file holds: the timeline tries again and says what fails
         return profile, None

@@ -5,14 +5,21 @@ run has millions of spans, and masks over all of them cost tens of milliseconds 
 `SpanIndex` sorts one kind's spans by start once, with the running maximum of their ends, so
 the spans overlapping [low, high] are found by two binary searches and a mask over the
 candidates between them.
+
+Sorting a day's spans takes a few tenths of a second, so a finished table's indexes are kept
+(`span_index`) for as long as the table lives: the app builds them in the thread that reads a
+large file, and the timeline's first frame then finds them ready.
 """
 
 from __future__ import annotations
 
+import threading
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
 
+from memsight.profiler import protocol
 from memsight.profiler.profile.model import SampleTable
 from memsight.profiler.profile.series import phase_mask
 
@@ -43,6 +50,48 @@ class SpanIndex:
         t, end = self.t[first:last], self.end[first:last]
         keep = end >= low
         return t[keep], end[keep]
+
+
+# The kinds of span the timeline draws as phases.
+PHASE_KINDS = (protocol.SPAN_FORWARD, protocol.SPAN_BACKWARD)
+
+
+def index_phases(spans: SampleTable | None) -> None:
+    """Build and keep the index of every kind of phase in `spans` (a finished table)."""
+    if spans is not None:
+        for kind in PHASE_KINDS:
+            span_index(spans, kind)
+
+
+# table -> (its length when indexed, {kind: index}); the lock because the thread that reads a
+# file and the GUI thread both index tables (each its own).
+_INDEXES: weakref.WeakKeyDictionary[SampleTable, tuple[int, dict[int, SpanIndex]]] = (
+    weakref.WeakKeyDictionary()
+)
+_INDEXES_LOCK = threading.Lock()
+
+
+def span_index(spans: SampleTable, kind: int) -> SpanIndex:
+    """The index of `spans`' spans of `kind`, built at the first call for the table at its
+    current length and kept while the table lives."""
+    index = ready_span_index(spans, kind)
+    if index is not None:
+        return index
+    index = SpanIndex.of(spans, kind)  # outside the lock: the other thread is not held up
+    with _INDEXES_LOCK:
+        rows, by_kind = _INDEXES.get(spans, (-1, {}))
+        if rows != len(spans):
+            by_kind = {}
+            _INDEXES[spans] = (len(spans), by_kind)
+        by_kind[kind] = index
+    return index
+
+
+def ready_span_index(spans: SampleTable, kind: int) -> SpanIndex | None:
+    """The index span_index built for `spans` at its current length, if it has."""
+    with _INDEXES_LOCK:
+        rows, by_kind = _INDEXES.get(spans, (-1, {}))
+        return by_kind.get(kind) if rows == len(spans) else None
 
 
 def spans_overlapping(

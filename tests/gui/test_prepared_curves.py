@@ -18,7 +18,8 @@ from memsight.app.curvepoints import CurvePoints
 from memsight.app.maincurves import prepare_curves
 from memsight.app.mainwindow import MainWindow
 from memsight.app.timeline import TimelineView
-from memsight.profiler.profile.model import Profile
+from memsight.profiler.profile import spanindex
+from memsight.profiler.profile.model import Profile, SampleTable
 from memsight.profiler.profile.storage import compact_profile
 from tests.factories import GiB, MiB, job, profile, ram, table
 from tests.overview_files import small_limits, write_run
@@ -142,6 +143,14 @@ def test_a_large_file_s_rows_are_taken_in_outside_the_gui_thread(
         return extend(self, x, y, source_rows)
 
     monkeypatch.setattr(curvepoints.CurvePoints, "extend", spy)
+    indexed: list[tuple[str, int]] = []  # (thread, spans) of each phase index built
+    index_of = spanindex.SpanIndex.of
+
+    def index_spy(spans: SampleTable, kind: int) -> spanindex.SpanIndex:
+        indexed.append((threading.current_thread().name, len(spans)))
+        return index_of(spans, kind)
+
+    monkeypatch.setattr(spanindex.SpanIndex, "of", staticmethod(index_spy))
 
     assert window.open_profile(str(path))  # its overview, taken in here
     assert window.reader.reading == str(path)
@@ -153,3 +162,14 @@ def test_a_large_file_s_rows_are_taken_in_outside_the_gui_thread(
     assert threading.main_thread().name not in whole
     overview = [thread for thread, rows in taken_in if rows < ROWS]
     assert overview and set(overview) == {threading.main_thread().name}
+
+    # The whole run's phases were indexed there too: panning builds no index here.
+    for low in (10.0, 50.0, 90.0):
+        window.timeline.set_x_range(low, low + 5.0)
+        qtbot.wait(1)
+    assert window.profile is not None
+    spans = window.profile.spans
+    assert spans is not None and len(spans) == ROWS // 2
+    whole_indexed = [thread for thread, rows in indexed if rows == len(spans)]
+    assert len(whole_indexed) == 2  # forwards and backwards, once each
+    assert threading.main_thread().name not in whole_indexed

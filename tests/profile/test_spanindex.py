@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import pytest
 
 from memsight.profiler import protocol
+from memsight.profiler.profile import spanindex
 from memsight.profiler.profile.model import SampleTable
-from memsight.profiler.profile.spanindex import SpanIndex, spans_overlapping
+from memsight.profiler.profile.spanindex import (
+    SpanIndex,
+    index_phases,
+    ready_span_index,
+    span_index,
+    spans_overlapping,
+)
 
 
 def _spans(rows: int, seed: int) -> SampleTable:
@@ -53,3 +62,33 @@ def test_no_spans_of_a_kind() -> None:
     table = SampleTable("spans", ["t", "end", "kind", "depth"])
     starts, ends = SpanIndex.of(table, protocol.SPAN_FORWARD).overlapping(0.0, 1.0)
     assert len(starts) == len(ends) == 0
+
+
+def _found(index: SpanIndex | None, low: float, high: float) -> list[float]:
+    assert index is not None
+    return sorted(index.overlapping(low, high)[0].tolist())
+
+
+def test_a_table_s_index_is_kept_until_the_table_grows() -> None:
+    spans = _spans(2000, 4)
+    kind = protocol.SPAN_BACKWARD
+    assert ready_span_index(spans, kind) is None
+    index_phases(spans)  # as the thread that reads a file does
+    kept = ready_span_index(spans, kind)
+    assert kept is not None and span_index(spans, kind) is kept
+    assert ready_span_index(_spans(2000, 4), kind) is None  # another table, equal or not
+
+    one = {"t": [500.0], "end": [501.0], "kind": [kind], "depth": [0]}
+    spans.append({column: np.array(values) for column, values in one.items()})
+    assert ready_span_index(spans, kind) is None  # grown: the kept index no longer holds
+    assert _found(span_index(spans, kind), 499.0, 600.0) == [500.0]
+    assert _found(ready_span_index(spans, kind), 499.0, 600.0) == [500.0]
+
+
+def test_a_kept_index_does_not_keep_its_table_alive() -> None:
+    spans = _spans(100, 5)
+    index_phases(spans)
+    kept = len(spanindex._INDEXES)
+    del spans
+    gc.collect()
+    assert len(spanindex._INDEXES) == kept - 1
