@@ -389,14 +389,17 @@ class EventLane:
         self._spans_key = (spans, len(spans))
         for kind, item in zip(PHASE_KINDS, (self.forward, self.backward), strict=True):
             index = span_index(spans, kind) if stable else ready_span_index(spans, kind)
-            if index is not None:
-                starts, ends = index.overlapping(low, high)
-            else:
-                starts, ends = spans_overlapping(spans, kind, low, high)
-            if len(starts) > MAX_SPANS_DRAWN:
-                item.setOpts(x0=[], x1=[])  # zoom in to see phases
-                continue
-            item.setOpts(x0=starts, x1=ends)
+            # (An index counts the spans in view first: a wide view gathers none.)
+            if index is None or index.count(low, high) <= MAX_SPANS_DRAWN:
+                starts, ends = (
+                    index.overlapping(low, high)
+                    if index is not None
+                    else spans_overlapping(spans, kind, low, high)
+                )
+                if len(starts) <= MAX_SPANS_DRAWN:
+                    item.setOpts(x0=starts, x1=ends)
+                    continue
+            item.setOpts(x0=[], x1=[])  # zoom in to see phases
 
     def _draw_events(self, profile: Profile, job: Profile | None) -> None:
         for plot, line in self.lines:

@@ -43,13 +43,29 @@ class SpanIndex:
 
     def overlapping(self, low: float, high: float) -> tuple[np.ndarray, np.ndarray]:
         """(starts, ends) of the spans with end >= low and start <= high, by start."""
+        first, inside, last, keep = self._candidates(low, high)
+        if keep.all():
+            return self.t[first:last], self.end[first:last]
+        return (
+            np.concatenate([self.t[first:inside][keep], self.t[inside:last]]),
+            np.concatenate([self.end[first:inside][keep], self.end[inside:last]]),
+        )
+
+    def count(self, low: float, high: float) -> int:
+        """How many spans overlapping() finds, without gathering them (a view too wide to
+        draw them in is told by this alone)."""
+        _first, inside, last, keep = self._candidates(low, high)
+        return last - inside + int(np.count_nonzero(keep))
+
+    def _candidates(self, low: float, high: float) -> tuple[int, int, int, np.ndarray]:
+        """(first, inside, last, keep): the spans overlapping [low, high] are those of
+        [first, inside) that `keep` marks and every one of [inside, last)."""
         first = int(np.searchsorted(self.reach, low, side="left"))
-        last = int(np.searchsorted(self.t, high, side="right"))
-        if last <= first:
-            return self.t[:0], self.end[:0]
-        t, end = self.t[first:last], self.end[first:last]
-        keep = end >= low
-        return t[keep], end[keep]
+        last = max(first, int(np.searchsorted(self.t, high, side="right")))
+        # From `inside` on, spans start at or after `low`, so each ends at or after it too:
+        # only those before it, which start before the view, are looked at one by one.
+        inside = min(max(first, int(np.searchsorted(self.t, low, side="left"))), last)
+        return first, inside, last, self.end[first:inside] >= low
 
 
 # The kinds of span the timeline draws as phases.

@@ -49,6 +49,7 @@ def test_the_index_finds_every_span_in_view_and_no_other(kind: int) -> None:
         assert np.array_equal(starts, want_starts[order])
         assert np.array_equal(ends, want_ends[order])
         assert bool(np.all((ends >= low) & (starts <= high)))
+        assert index.count(low, high) == len(want_starts)
 
 
 def test_only_outermost_forwards_are_phases() -> None:
@@ -92,3 +93,15 @@ def test_a_kept_index_does_not_keep_its_table_alive() -> None:
     del spans
     gc.collect()
     assert len(spanindex._INDEXES) == kept - 1
+
+
+def test_a_long_span_that_starts_first_is_found_in_every_view_it_covers() -> None:
+    """The running reach: short spans after a long one end before a view it still covers."""
+    t = np.array([0.0, 1.0, 2.0, 3.0, 50.0])
+    table = SampleTable("spans", ["t", "end", "kind"])
+    kinds = np.full(len(t), protocol.SPAN_BACKWARD)
+    table.append({"t": t, "end": np.array([100.0, 1.5, 2.5, 3.5, 51.0]), "kind": kinds})
+    index = SpanIndex.of(table, protocol.SPAN_BACKWARD)
+    for low, high, want in [(10.0, 20.0, [0.0]), (2.2, 20.0, [0.0, 2.0, 3.0]), (0.0, 0.0, [0.0])]:
+        starts, _ = index.overlapping(low, high)
+        assert starts.tolist() == want and index.count(low, high) == len(want)
