@@ -157,6 +157,10 @@ def no_problems_html(profile: Profile, final: bool) -> str:
     return f"<h3>{head}</h3><p>{note}</p><table cellspacing='6'>{table}</table>"
 
 
+# The header while the rules look at a run just shown and have not answered yet.
+JUDGING = "Looking for problems…"
+
+
 class FindingsPanel(QWidget):
     """Lists findings; emits findingSelected(finding or None) as the selection changes."""
 
@@ -200,11 +204,15 @@ class FindingsPanel(QWidget):
         row = self.list.currentRow()
         return self.diagnosis.findings[row] if 0 <= row < len(self.diagnosis.findings) else None
 
-    def clear(self) -> None:
+    def clear(self, judging: bool = False) -> None:
+        """Empty the panel: no run shown, or (`judging`) one whose findings are on their way.
+
+        The rules take seconds over a day-long run: until they answer, the panel says they are
+        running rather than that there is no run."""
         self.profile = None
         self.diagnosis = Diagnosis()
         self.list.clear()
-        self.header.setText("No run yet")
+        self.header.setText(JUDGING if judging else "No run yet")
         self.details.clear()
 
     def set_diagnosis(self, profile: Profile, diagnosis: Diagnosis, final: bool) -> None:
@@ -250,7 +258,9 @@ class FindingsPanel(QWidget):
             self.header.setText("Damaged file: nothing judged, no memory sample could be read")
             return
         if not findings:
-            self.header.setText(f"No problems found{state}")
+            # A rule that failed may have had something to say: the header does not claim it.
+            ran = " by the rules that ran" if self.diagnosis.failed else ""
+            self.header.setText(f"No problems found{ran}{state}")
             return
         counts = severity_counts(findings)
         self.header.setText(f"{len(findings)} finding{'s' * (len(findings) != 1)}: {counts}{state}")
@@ -390,8 +400,13 @@ class BackgroundDiagnosis(QObject):
     def _poll(self) -> None:
         while self._pending and self._pending[0][0].done():
             job, profile, final = self._pending.pop(0)
-            if profile is self._current:
-                self.ready.emit(profile, job.result(), final)
+            if profile is not self._current:
+                continue
+            try:
+                diagnosis = job.result()
+            except Exception as exc:  # outside any one rule: said, never a panel left waiting
+                diagnosis = Diagnosis(failed={"every rule": f"{type(exc).__name__}: {exc}"})
+            self.ready.emit(profile, diagnosis, final)
         if not self._pending:
             self._timer.stop()
 

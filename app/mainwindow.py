@@ -505,7 +505,7 @@ class MainWindow(QMainWindow):
         self.console.set_profile(profile)
         self.contents.set_profile(profile, running=running)
         self.anatomy.set_profile(profile, running=running)
-        self.findings.clear()
+        self.findings.clear(judging=True)
         self.diagnosis.forget()
         self._diagnose(final=not running)
         self.save_action.setEnabled(not running)

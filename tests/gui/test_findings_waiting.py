@@ -1,0 +1,41 @@
+"""While the rules look at a run just shown, the Findings panel says so, never "No run yet"."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pytestqt.qtbot import QtBot
+
+from memsight.app import findings
+from memsight.app.findings import JUDGING
+from memsight.app.mainwindow import MainWindow
+from memsight.profiler.profile.model import Profile
+from tests.damaged_files import record
+
+
+def test_an_opened_run_says_its_rules_are_running_until_they_answer(
+    qtbot: QtBot, window: MainWindow, tmp_path: Path
+) -> None:
+    path = record(tmp_path / "run.memsight")
+    assert window.findings.header.text() == "No run yet"
+    assert window.open_profile(str(path))
+    # The rules answer in a worker thread, through the GUI thread's event loop: not yet.
+    assert window.findings.header.text() == JUDGING
+    qtbot.waitUntil(lambda: window.findings.header.text() != JUDGING, timeout=30_000)
+    assert window.findings.final and window.findings.profile is window.profile
+
+
+def test_a_diagnosis_that_fails_outside_the_rules_is_said_not_waited_for(
+    qtbot: QtBot, window: MainWindow, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(profile: Profile) -> None:
+        raise ValueError("a profile no rule expected")
+
+    monkeypatch.setattr(findings, "diagnose", broken)
+    path = record(tmp_path / "run.memsight")
+    assert window.open_profile(str(path))
+    qtbot.waitUntil(lambda: window.findings.header.text() != JUDGING, timeout=30_000)
+    assert window.findings.header.text() == "No problems found by the rules that ran"
+    shown = window.findings.details.toPlainText()
+    assert "Rules that could not run" in shown and "a profile no rule expected" in shown
