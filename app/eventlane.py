@@ -23,7 +23,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsSimpleTextItem
 
-from memsight.app.axes import SecondsAxis
+from memsight.app.axes import SecondsAxis, without_si_prefix
 from memsight.app.jobview import event_count, event_label, later_sighting, process_marks
 from memsight.app.plaintext import MAX_LABEL, shorten, tooltip
 from memsight.app.plotting import HeadroomViewBox
@@ -286,6 +286,7 @@ class EventLane:
         self._spans_key: tuple[SampleTable, int] | None = None
         self.plot = graphics.addPlot(row=row, col=0, axisItems={"bottom": SecondsAxis("bottom")})
         self.plot.setMaximumHeight(70)
+        without_si_prefix(self.plot)
         self.plot.getAxis("left").setWidth(72)
         self.plot.setMouseEnabled(x=True, y=False)
         self.plot.getAxis("left").setStyle(showValues=False, tickLength=0)

@@ -71,6 +71,7 @@ class Curve:
     def reset(self) -> None:
         self.points = CurvePoints()
         self.live_from = -np.inf
+        self.item.range_driven = False
         self.item.setData([], [])
 
     def adopt(self, points: CurvePoints) -> None:
@@ -90,6 +91,7 @@ class Curve:
 
     def show_live(self) -> None:
         """Hand pyqtgraph what the running view shows (CurvePoints.live_points)."""
+        self.item.range_driven = False
         self.item.setData(*self.points.live_points(self.live_from, self.live_seconds_per_pixel))
 
     def build_levels(self) -> None:
@@ -97,6 +99,7 @@ class Curve:
 
     def show_range(self, low: float, high: float, pixels: int) -> None:
         """Draw the level that gives about two points per pixel between low and high."""
+        self.item.range_driven = True
         self.item.setData(*self.points.range_points(low, high, pixels))
 
     def extend(self, x: np.ndarray, y: np.ndarray, source_rows: int, show: bool = True) -> None:
@@ -117,11 +120,20 @@ class CurveItem(pg.PlotDataItem):
 
     waits = False  # set by the timeline around a range change that new points follow
     stale = False  # the view's range changed while waiting
+    # Handed the points of each x range by the timeline (Curve.show_range: a finished run).
+    # Its handler of the view's range runs after the linked views' (timeline.py connects it
+    # after linking them), so a rebuild for a new x range here would be replaced at once:
+    # skipped, half the curves' work in a frame of a pan across a long run.
+    range_driven = False
 
     def viewRangeChanged(self, vb: Any = None, ranges: Any = None, changed: Any = None) -> None:
         if self.waits:
             self.stale = True
             return
+        if self.range_driven and changed is not None and changed[0]:
+            if not changed[1]:
+                return
+            changed = [False, True]  # the y part still updates what pyqtgraph keeps of it
         super().viewRangeChanged(vb, ranges, changed)
 
     def setData(self, *args: Any, **kwargs: Any) -> None:

@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from memsight.app.axes import ByteAxis, blend, time_label
+from memsight.app.axes import ByteAxis, blend, time_label, without_si_prefix
 from memsight.app.curvepoints import CurvePoints
 from memsight.app.eventlane import EventLane
 from memsight.app.jobview import (
@@ -161,6 +161,8 @@ class TimelineView(QWidget):
         self.empty = pg.TextItem(NO_RUN_TEXT, anchor=(0.5, 0.5))
         self.ram_plot.addItem(self.empty, ignoreBounds=True)
 
+        # Connected after the plots are linked to the lane: this handler runs after theirs, so
+        # a finished run's curves skip pyqtgraph's own rebuild for a new x range (CurveItem).
         self.lane.getViewBox().sigXRangeChanged.connect(self._on_range_changed)
 
         self.crosshairs = [
@@ -185,6 +187,7 @@ class TimelineView(QWidget):
             row=row, col=0, axisItems={"left": axis}, viewBox=HeadroomViewBox()
         )
         plot.showGrid(x=False, y=True, alpha=0.15)
+        without_si_prefix(plot)
         # Below the data (pyqtgraph puts axes above it): the curves cross the opaque grid.
         axis.setZValue(-200)
         plot.setMouseEnabled(x=True, y=False)

@@ -1,0 +1,89 @@
+"""A finished run's curves are handed each view's points by the timeline, after the linked
+plots have moved: pyqtgraph's own rebuild for the new x range is skipped (plotting.CurveItem),
+and what it draws is still exactly what a rebuild for the view would draw, whichever plot
+the user moved."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+import pytest
+from pytestqt.qtbot import QtBot
+
+from memsight.app.plotting import CurveItem
+from memsight.app.timeline import TimelineView
+from tests.gui.test_prepared_curves import gpu_run
+
+
+@pytest.fixture
+def view(qtbot: QtBot) -> TimelineView:
+    widget = TimelineView()
+    widget.resize(1200, 700)
+    qtbot.addWidget(widget)
+    widget.show()
+    widget.set_profile(gpu_run())
+    return widget
+
+
+def shown(item: CurveItem) -> tuple[list[float], list[float]]:
+    """What the item paints: its display data, clipped to the view and thinned."""
+    curve = item.curve
+    return np.asarray(curve.xData).tolist(), np.asarray(curve.yData).tolist()
+
+
+def rebuilt(item: CurveItem) -> tuple[list[float], list[float]]:
+    """What pyqtgraph paints after rebuilding the display data for the view as it is now."""
+    item._datasetDisplay = None
+    pg.PlotDataItem.updateItems(item, styleUpdate=False)
+    return shown(item)
+
+
+MOVES: dict[str, Callable[[TimelineView], None]] = {
+    "lane zoomed": lambda v: v.set_x_range(40.0, 90.0),
+    "lane panned": lambda v: v.lane.getViewBox().translateBy(x=30.0),
+    "RAM plot dragged": lambda v: v.ram_plot.getViewBox().translateBy(x=-55.0),
+    "GPU plot zoomed": lambda v: v.gpu_plot.getViewBox().scaleBy(x=0.25),
+    "whole run": lambda v: v.zoom_to_fit(),
+}
+
+
+@pytest.mark.parametrize("move", list(MOVES), ids=list(MOVES))
+def test_a_moved_view_draws_what_a_rebuild_for_it_draws(view: TimelineView, move: str) -> None:
+    view.set_x_range(150.0, 260.0)
+    before = {key: shown(curve.item) for key, curve in view.curves.items()}
+    MOVES[move](view)
+    assert view.x_range() != (150.0, 260.0)
+    drawn = {key: shown(curve.item) for key, curve in view.curves.items()}
+    assert drawn != before
+    for key, curve in view.curves.items():
+        assert curve.item.range_driven
+        assert drawn[key] == rebuilt(curve.item), key
+
+
+def test_a_pan_rebuilds_each_curve_once(
+    view: TimelineView, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rebuilds: Counter[int] = Counter()
+    original = pg.PlotDataItem.updateItems
+
+    def counted(item: Any, *args: Any, **kwargs: Any) -> None:
+        rebuilds[id(item)] += 1
+        original(item, *args, **kwargs)
+
+    monkeypatch.setattr(pg.PlotDataItem, "updateItems", counted)
+    view.set_x_range(100.0, 200.0)
+    rebuilds.clear()
+    view.lane.getViewBox().translateBy(x=20.0)
+    assert {key: rebuilds[id(c.item)] for key, c in view.curves.items()} == {
+        key: 1 for key in view.curves
+    }
+
+
+def test_a_running_run_leaves_the_rebuild_to_pyqtgraph(view: TimelineView) -> None:
+    run = gpu_run()
+    view.set_profile(run, running=True)
+    assert not any(curve.item.range_driven for curve in view.curves.values())
