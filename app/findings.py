@@ -361,6 +361,13 @@ class FindingsPanel(QWidget):
             self.store.sync()
 
 
+# Rules run one at a time in the app, however long the run: in threads of their own they
+# kept both cores of a 2-core machine and the GIL from the GUI thread, and a pan across a
+# day-long run just opened had frames of 30-59 ms while they ran (21-36 ms with one; the
+# findings come 0.3 s later, 1.1 s after the whole run is shown). benchmarks/README.md.
+APP_RULE_THREADS = 1
+
+
 class BackgroundDiagnosis(QObject):
     """Runs the rules on a snapshot of the profile in a worker thread.
 
@@ -389,7 +396,7 @@ class BackgroundDiagnosis(QObject):
         if self._closed:
             return  # the window is closing; a run finishing meanwhile needs no findings
         self._current = profile
-        job = self._executor.submit(diagnose, profile.snapshot())
+        job = self._executor.submit(diagnose, profile.snapshot(), threads=APP_RULE_THREADS)
         self._pending.append((job, profile, final))
         self._timer.start()
 

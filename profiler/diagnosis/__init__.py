@@ -63,16 +63,19 @@ class Diagnosis:
     failed: dict[str, str] = field(default_factory=dict)
 
 
-def diagnose(profile: Profile, config: DiagnosisConfig = DEFAULT_CONFIG) -> Diagnosis:
+def diagnose(
+    profile: Profile, config: DiagnosisConfig = DEFAULT_CONFIG, threads: int = RULE_THREADS
+) -> Diagnosis:
     """Every rule on every process of the run: the target, and in a job (torchrun ranks,
     spawned processes; profile/processes.py) each other process on its own, its findings
-    marked with it (Finding.process)."""
+    marked with it (Finding.process). `threads`: how many rules run at once on a process of
+    PARALLEL_RULES_SAMPLES or more (the app, which draws meanwhile, asks for one)."""
     result = Diagnosis()
     # Each process is judged up to its script's end: the interpreter's teardown after it
     # frees memory in a drop that is never part of the run (span.py).
     views = [up_to_script_end(view) for view in job_processes(profile)]
     for view in views:
-        _diagnose_process(view, config, result, view.process if len(views) > 1 else None)
+        _diagnose_process(view, config, result, view.process if len(views) > 1 else None, threads)
     if len(views) > 1:
         result.findings = with_other_ranks(result.findings, views)
         _diagnose_job(views, config, result)
@@ -97,7 +100,11 @@ def _diagnose_job(views: list[Profile], config: DiagnosisConfig, result: Diagnos
 
 
 def _diagnose_process(
-    profile: Profile, config: DiagnosisConfig, result: Diagnosis, process: ProcessInfo | None
+    profile: Profile,
+    config: DiagnosisConfig,
+    result: Diagnosis,
+    process: ProcessInfo | None,
+    threads: int,
 ) -> None:
     context = run_context(profile)
 
@@ -113,12 +120,12 @@ def _diagnose_process(
             log.debug("rule %s failed", rule.RULE_ID, exc_info=True)
             return exc
 
-    if profile.sample_count < PARALLEL_RULES_SAMPLES:
+    if profile.sample_count < PARALLEL_RULES_SAMPLES or threads < 2:
         outcomes = [check(rule) for rule in ALL_RULES]
     else:
         # The rules only read the profile, and mostly in numpy, which lets go of the GIL: a
         # day-long run's are judged on every core. Their findings keep the rules' order.
-        with ThreadPoolExecutor(RULE_THREADS, thread_name_prefix="memsight-rules") as pool:
+        with ThreadPoolExecutor(threads, thread_name_prefix="memsight-rules") as pool:
             outcomes = list(pool.map(check, ALL_RULES))
     for rule, outcome in zip(ALL_RULES, outcomes, strict=True):
         if isinstance(outcome, Exception):

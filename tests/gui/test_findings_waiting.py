@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,7 @@ def test_an_opened_run_says_its_rules_are_running_until_they_answer(
 def test_a_diagnosis_that_fails_outside_the_rules_is_said_not_waited_for(
     qtbot: QtBot, window: MainWindow, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(profile: Profile) -> None:
+    def broken(profile: Profile, threads: int) -> None:
         raise ValueError("a profile no rule expected")
 
     monkeypatch.setattr(findings, "diagnose", broken)
@@ -39,3 +40,34 @@ def test_a_diagnosis_that_fails_outside_the_rules_is_said_not_waited_for(
     assert window.findings.header.text() == "No problems found by the rules that ran"
     shown = window.findings.details.toPlainText()
     assert "Rules that could not run" in shown and "a profile no rule expected" in shown
+
+
+def test_the_app_judges_a_long_run_one_rule_at_a_time(
+    qtbot: QtBot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Rules in threads of their own would take every core and the GIL from the GUI thread
+    # while the user pans the run just opened (findings.APP_RULE_THREADS); the command line,
+    # which draws nothing, keeps them (diagnosis.RULE_THREADS).
+    from memsight.profiler import diagnosis
+    from memsight.profiler.diagnosis.rules import ALL_RULES
+    from tests.factories import sample_profile
+
+    monkeypatch.setattr(diagnosis, "PARALLEL_RULES_SAMPLES", 0)  # every run counts as long
+    seen: set[str] = set()
+    rule = ALL_RULES[0]
+    original = rule.check
+
+    def watched(profile: Profile, config: object) -> object:
+        seen.add(threading.current_thread().name)
+        return original(profile, config)
+
+    monkeypatch.setattr(rule, "check", watched)
+    diagnosis.diagnose(sample_profile())
+    assert {name.split("_")[0] for name in seen} == {"memsight-rules"}
+
+    seen.clear()
+    background = findings.BackgroundDiagnosis()
+    with qtbot.waitSignal(background.ready, timeout=30_000):
+        background.request(sample_profile(), final=True)
+    background.shutdown()
+    assert len(seen) == 1 and next(iter(seen)).startswith("diagnosis")
