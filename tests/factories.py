@@ -289,3 +289,32 @@ def job(*ranks: Profile, launcher: Profile | None = None) -> Profile:
         )
         main.subprocesses[number] = rank
     return main
+
+
+# Enough rows for a curve's levels (app/curvepoints.py: MIN_LEVEL_POINTS blocks of LIVE_FACTOR).
+GPU_RUN_ROWS = 40_000
+
+
+def gpu_run() -> Profile:
+    """RAM with a sawtooth, and two devices whose allocator and NVML rows interleave, the
+    first row on device 1 (the device the curves follow)."""
+    t = 0.01 * np.arange(GPU_RUN_ROWS)
+    rss = 1 * GiB + (np.arange(GPU_RUN_ROWS) % 977) * MiB
+    device = (np.arange(2 * GPU_RUN_ROWS) + 1) % 2
+    both = np.repeat(t, 2)
+    allocated = (np.arange(2 * GPU_RUN_ROWS) % 601) * MiB * (device + 1)
+    return profile(
+        table(
+            "ram", t, rss=rss, rss_peak=rss + 5 * MiB, children=(np.arange(GPU_RUN_ROWS) % 13) * MiB
+        ),
+        table(
+            "gpu",
+            both,
+            device=device,
+            allocated=allocated,
+            allocated_peak=allocated + MiB,
+            reserved=allocated + 64 * MiB,
+        ),
+        table("nvml", both, device=device, used=allocated + 300 * MiB, total=80 * GiB),
+        devices=[(0, 80 * GiB), (1, 80 * GiB)],
+    )

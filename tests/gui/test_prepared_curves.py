@@ -21,35 +21,12 @@ from memsight.app.timeline import TimelineView
 from memsight.profiler.profile import spanindex
 from memsight.profiler.profile.model import Profile, SampleTable
 from memsight.profiler.profile.storage import compact_profile
-from tests.factories import GiB, MiB, job, profile, ram, table
+from tests.factories import GPU_RUN_ROWS, MiB, gpu_run, job, profile, ram
 from tests.overview_files import small_limits, write_run
 
 __all__ = ["small_limits"]  # a fixture
 
-ROWS = 40_000  # enough for levels (curvepoints.MIN_LEVEL_POINTS blocks of LIVE_FACTOR)
-
-
-def gpu_run() -> Profile:
-    """RAM with a sawtooth, and two devices whose allocator and NVML rows interleave, the
-    first row on device 1 (the device the curves follow)."""
-    t = 0.01 * np.arange(ROWS)
-    rss = 1 * GiB + (np.arange(ROWS) % 977) * MiB
-    device = (np.arange(2 * ROWS) + 1) % 2
-    both = np.repeat(t, 2)
-    allocated = (np.arange(2 * ROWS) % 601) * MiB * (device + 1)
-    return profile(
-        table("ram", t, rss=rss, rss_peak=rss + 5 * MiB, children=(np.arange(ROWS) % 13) * MiB),
-        table(
-            "gpu",
-            both,
-            device=device,
-            allocated=allocated,
-            allocated_peak=allocated + MiB,
-            reserved=allocated + 64 * MiB,
-        ),
-        table("nvml", both, device=device, used=allocated + 300 * MiB, total=80 * GiB),
-        devices=[(0, 80 * GiB), (1, 80 * GiB)],
-    )
+ROWS = GPU_RUN_ROWS
 
 
 def a_job() -> Profile:

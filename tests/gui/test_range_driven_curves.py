@@ -16,7 +16,7 @@ from pytestqt.qtbot import QtBot
 
 from memsight.app.plotting import CurveItem
 from memsight.app.timeline import TimelineView
-from tests.gui.test_prepared_curves import gpu_run
+from tests.factories import gpu_run
 
 
 @pytest.fixture
