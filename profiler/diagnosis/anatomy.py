@@ -175,6 +175,20 @@ def anatomies(profile: Profile) -> list[Anatomy]:
     return found
 
 
+def malloc_kept(profile: Profile, anatomy: Anatomy) -> int | None:
+    """On CPU, the most freed memory glibc's malloc kept in its heaps (the agent's heap table,
+    agent/heap.py) over the measured iteration and the next ones: bytes the peak's RSS holds
+    though no live allocation does. None for an accelerator's anatomy or without readings."""
+    heap = profile.tables.get("heap")
+    if anatomy.device != "cpu" or heap is None or not len(heap):
+        return None
+    low, high = _window(profile, anatomy.iteration, anatomy.t)
+    inside = (heap.t >= low) & (heap.t <= high)
+    if not inside.any():
+        return None
+    return int(heap["free"][inside].max())
+
+
 def main_anatomy(profile: Profile) -> Anatomy | None:
     """The anatomy of the device that holds the most of the model (the one to fit)."""
     found = anatomies(profile)

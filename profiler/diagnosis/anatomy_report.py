@@ -4,13 +4,14 @@ wording of each part, for the text, the HTML report and the app."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from memsight.profiler.diagnosis.anatomy import (
     Anatomy,
     anatomies,
     main_anatomy,
+    malloc_kept,
     not_measured,
 )
 from memsight.profiler.diagnosis.fit import Fit, ModuleGroup, fit, module_groups
@@ -100,7 +101,9 @@ def fit_for(profile: Profile, budget: int) -> Fit | FitUnavailable:
     if anatomy.peak_bytes is None:
         return FitUnavailable(f"no {device_name(anatomy)} sample around the measured iteration")
     found = fit(anatomy, budget)
-    return found if found is not None else FitUnavailable("nothing to project from")
+    if found is None:
+        return FitUnavailable("nothing to project from")
+    return replace(found, malloc_kept_bytes=malloc_kept(profile, anatomy))
 
 
 def composition_text(anatomy: Anatomy) -> str:
@@ -190,6 +193,7 @@ def fit_json(found: Fit | FitUnavailable) -> dict[str, Any]:
             for change, largest in found.changes
         ],
         "with_all_changes": found.combined,
+        "malloc_kept_bytes": found.malloc_kept_bytes,
         "projection": True,
     }
 
@@ -268,6 +272,13 @@ def format_fit(found: Fit | FitUnavailable) -> str:
         f"{size:,}: {format_bytes(peak)}" for size, peak in found.projected_peaks().items()
     )
     lines.append(f"  Projected peak by batch size: {peaks}.")
+    if found.malloc_kept_bytes:
+        lines.append(
+            f"  Measured beside the peak: malloc kept {format_bytes(found.malloc_kept_bytes)} "
+            "of freed memory in its heaps, which RSS holds though no tensor does. It is "
+            "counted as fixed here; where it grows with the batch (the freed activations' "
+            "room reused unevenly), a larger batch peaks higher than projected."
+        )
     lines.append(
         "  Left out: an allocator that fragments more as tensors grow, memory that grows with "
         "the sequence length (this is for the batch size alone), algorithms that change with "

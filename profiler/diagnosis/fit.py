@@ -218,6 +218,9 @@ class Fit:
     changes: tuple[tuple[Change, int], ...]  # (change, largest batch size with it)
     combined: int | None  # the largest batch with every change, when there are several
     sizes: tuple[int, ...]  # the batch sizes projected
+    # On CPU: freed memory malloc kept around the measured peak (anatomy.malloc_kept), part
+    # of the fixed part here though some of it may grow with the batch; None elsewhere.
+    malloc_kept_bytes: int | None = None
 
     def projected_peaks(self) -> dict[int, int]:
         return {size: self.projection.projected_peak(size) for size in self.sizes}

@@ -101,6 +101,14 @@ def test_fit_gives_the_largest_batch_within_the_budget(recorded: Path) -> None:
     assert all(projected[size] > 2 << 30 for size in bigger)
     assert {c["change"] for c in fit["with_changes"]} <= {"checkpoint", "bf16_autocast"}
     assert all(c["largest_batch_size"] > largest for c in fit["with_changes"])
+    # The freed memory malloc kept around the measured peak: one of the heap's readings there
+    # (glibc's mallinfo2; none where the C library has no such call).
+    heap = load_profile(recorded).tables.get("heap")
+    if heap is None or not len(heap):
+        assert fit["malloc_kept_bytes"] is None
+    else:
+        assert fit["malloc_kept_bytes"] in heap["free"].tolist()
+        assert fit["malloc_kept_bytes"] <= int(heap["free"].max())
 
 
 def test_the_text_report_draws_the_peak_and_says_the_fit_is_a_projection(recorded: Path) -> None:
@@ -113,6 +121,10 @@ def test_the_text_report_draws_the_peak_and_says_the_fit_is_a_projection(recorde
     assert "blocks.0 (Block)" in text and "█" in text
     assert "Will it fit in 1.00 GiB of RAM? A projection from one measured iteration" in text
     assert "Largest batch that fits:" in text and "Left out:" in text
+    kept = json.loads(report(str(recorded), "--json", "--fit", "1GiB", cwd=recorded.parent).stdout)
+    kept_bytes = kept["fit"]["malloc_kept_bytes"]
+    if kept_bytes:
+        assert f"malloc kept {format_bytes(kept_bytes)} of freed memory" in text
 
 
 @pytest.mark.parametrize("size", ["banana", "0", "-3GiB", "12 parsecs"])
