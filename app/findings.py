@@ -28,7 +28,14 @@ from memsight.app.codewrap import code_html
 from memsight.app.editor import EDITOR_KEY, OpenWatcher, Started, open_location
 from memsight.app.plaintext import shorten, tooltip
 from memsight.profiler.codefiles import is_pseudo_file
-from memsight.profiler.diagnosis import Diagnosis, Finding, Location, diagnose, get_fix
+from memsight.profiler.diagnosis import (
+    Diagnosis,
+    Finding,
+    Location,
+    diagnose,
+    get_fix,
+    one_line_error,
+)
 from memsight.profiler.diagnosis.finding import SEVERITY_COLORS, SEVERITY_LABELS, severity_counts
 from memsight.profiler.profile.model import Profile
 from memsight.profiler.profile.summary import damage_read_text, judged_nothing, summarize
@@ -363,8 +370,9 @@ class FindingsPanel(QWidget):
 
 # Rules run one at a time in the app, however long the run: in threads of their own they
 # kept both cores of a 2-core machine and the GIL from the GUI thread, and a pan across a
-# day-long run just opened had frames of 30-59 ms while they ran (21-36 ms with one; the
-# findings come 0.3 s later, 1.1 s after the whole run is shown). benchmarks/README.md.
+# day-long run just opened had frames of 30-59 ms while they ran (27-43 ms at worst with
+# one; the findings come as soon, 0.9-1.2 s after the whole run is shown, since the GUI
+# thread takes the second core anyway). benchmarks/README.md.
 APP_RULE_THREADS = 1
 
 
@@ -412,7 +420,7 @@ class BackgroundDiagnosis(QObject):
             try:
                 diagnosis = job.result()
             except Exception as exc:  # outside any one rule: said, never a panel left waiting
-                diagnosis = Diagnosis(failed={"every rule": f"{type(exc).__name__}: {exc}"})
+                diagnosis = Diagnosis(failed={"every rule": one_line_error(exc)})
             self.ready.emit(profile, diagnosis, final)
         if not self._pending:
             self._timer.stop()

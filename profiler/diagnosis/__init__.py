@@ -45,6 +45,7 @@ __all__ = [
     "finding_to_json",
     "get_fix",
     "get_fixes",
+    "one_line_error",
     "run_context",
 ]
 
@@ -91,7 +92,7 @@ def _diagnose_job(views: list[Profile], config: DiagnosisConfig, result: Diagnos
             found = rule.check_job(views, config)
         except Exception as exc:
             log.debug("rule %s failed", rule.RULE_ID, exc_info=True)
-            result.failed.setdefault(rule.RULE_ID, _one_line(exc))
+            result.failed.setdefault(rule.RULE_ID, one_line_error(exc))
             continue
         for finding in found:
             proc = finding.process.proc if finding.process is not None else 0
@@ -129,12 +130,12 @@ def _diagnose_process(
             outcomes = list(pool.map(check, ALL_RULES))
     for rule, outcome in zip(ALL_RULES, outcomes, strict=True):
         if isinstance(outcome, Exception):
-            result.failed.setdefault(rule.RULE_ID, _one_line(outcome))
+            result.failed.setdefault(rule.RULE_ID, one_line_error(outcome))
         else:
             result.findings.extend(outcome)
 
 
-def _one_line(exc: Exception) -> str:
+def one_line_error(exc: Exception) -> str:
     """The exception as one short line: its type, and its message with whitespace collapsed."""
     message = " ".join(str(exc).split())
     if len(message) > 200:

@@ -17,16 +17,12 @@ from pytestqt.qtbot import QtBot
 from memsight.app.plotting import CurveItem
 from memsight.app.timeline import TimelineView
 from tests.factories import gpu_run
+from tests.gui.support import shown_timeline
 
 
 @pytest.fixture
 def view(qtbot: QtBot) -> TimelineView:
-    widget = TimelineView()
-    widget.resize(1200, 700)
-    qtbot.addWidget(widget)
-    widget.show()
-    widget.set_profile(gpu_run())
-    return widget
+    return shown_timeline(qtbot, gpu_run(), 1200, 700)
 
 
 def shown(item: CurveItem) -> tuple[list[float], list[float]]:

@@ -108,7 +108,6 @@ def test_fit_gives_the_largest_batch_within_the_budget(recorded: Path) -> None:
         assert fit["malloc_kept_bytes"] is None
     else:
         assert fit["malloc_kept_bytes"] in heap["free"].tolist()
-        assert fit["malloc_kept_bytes"] <= int(heap["free"].max())
 
 
 def test_the_text_report_draws_the_peak_and_says_the_fit_is_a_projection(recorded: Path) -> None:
