@@ -37,7 +37,8 @@ from memsight.app.compare import CompareController, ComparePanel, same_target
 from memsight.app.connectdialog import ConnectDialog
 from memsight.app.console import ConsoleView
 from memsight.app.contents import ContentsPanel
-from memsight.app.findings import BackgroundDiagnosis, FindingsPanel
+from memsight.app.diagnosisworker import BackgroundDiagnosis
+from memsight.app.findings import FindingsPanel
 from memsight.app.maincurves import PreparedCurves
 from memsight.app.opening import ProfileReader
 from memsight.app.plaintext import shorten, window_title
@@ -135,6 +136,9 @@ class MainWindow(QMainWindow):
         self._contents_shown = False  # the dock's tab is in front (Qt says so only by signal)
         self.contents_dock.visibilityChanged.connect(self._on_contents_shown)
         self.diagnosis = BackgroundDiagnosis(self)
+        # A tick's rules start once the timeline it changed is painted: beside that paint
+        # they took its GIL and its core (app/afterpaint.py).
+        self.diagnosis.stay_out_of_paints(self.timeline.graphics.viewport())
         self.diagnosis.ready.connect(self.findings.set_diagnosis)
         self.session = RunSession(self.diagnosis, self)
         self.session.started.connect(self._on_run_started)

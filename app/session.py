@@ -14,7 +14,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from memsight.app.controller import RunController
-from memsight.app.findings import BackgroundDiagnosis
+from memsight.app.diagnosisworker import BackgroundDiagnosis
 from memsight.app.pace import FASTEST_MS, RefreshPace
 from memsight.app.remote import RemoteController
 from memsight.profiler.launch.spec import RunSpec

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pytestqt.qtbot import QtBot
 
-from memsight.app import findings
+from memsight.app import diagnosisworker
 from memsight.app.findings import JUDGING
 from memsight.app.mainwindow import MainWindow
 from memsight.profiler.profile.model import Profile
@@ -33,7 +33,7 @@ def test_a_diagnosis_that_fails_outside_the_rules_is_said_not_waited_for(
     def broken(profile: Profile, threads: int) -> None:
         raise ValueError("a profile no rule expected")
 
-    monkeypatch.setattr(findings, "diagnose", broken)
+    monkeypatch.setattr(diagnosisworker, "diagnose", broken)
     path = record(tmp_path / "run.memsight")
     assert window.open_profile(str(path))
     qtbot.waitUntil(lambda: window.findings.header.text() != JUDGING, timeout=30_000)
@@ -46,7 +46,7 @@ def test_the_app_judges_a_long_run_one_rule_at_a_time(
     qtbot: QtBot, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Rules in threads of their own would take every core and the GIL from the GUI thread
-    # while the user pans the run just opened (findings.APP_RULE_THREADS); the command line,
+    # while the user pans the run just opened (diagnosisworker.APP_RULE_THREADS); the command line,
     # which draws nothing, keeps them (diagnosis.RULE_THREADS).
     from memsight.profiler import diagnosis
     from memsight.profiler.diagnosis.rules import ALL_RULES
@@ -66,7 +66,7 @@ def test_the_app_judges_a_long_run_one_rule_at_a_time(
     assert {name.split("_")[0] for name in seen} == {"memsight-rules"}
 
     seen.clear()
-    background = findings.BackgroundDiagnosis()
+    background = diagnosisworker.BackgroundDiagnosis()
     with qtbot.waitSignal(background.ready, timeout=30_000):
         background.request(sample_profile(), final=True)
     background.shutdown()

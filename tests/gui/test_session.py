@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pytestqt.qtbot import QtBot
 
-from memsight.app.findings import BackgroundDiagnosis
+from memsight.app.diagnosisworker import BackgroundDiagnosis
 from memsight.app.session import RunSession
 from memsight.profiler.launch.spec import RunSpec
 from tests.gui.support import RUN_TIMEOUT_MS
