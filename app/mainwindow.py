@@ -751,7 +751,7 @@ class MainWindow(QMainWindow):
         self.open_action.setEnabled(not running)
         self.connect_action.setEnabled(not running)
         self.attach_action.setEnabled(not running)
-        self.timeline.set_running(running)
+        self.timeline.set_running(running, whole_run=True)  # ended: all of it in view
 
     def _on_samples(self) -> None:
         self.timeline.refresh()
@@ -768,7 +768,6 @@ class MainWindow(QMainWindow):
         self.console.refresh()
         self.contents.set_running(False)
         self.anatomy.set_running(False)
-        self.timeline.zoom_to_fit()  # the run has ended: all of it in view
         if self._previous is not None:
             self.compare_previous_action.setEnabled(True)
             self.status.compare_previous_button.show()

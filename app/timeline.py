@@ -264,13 +264,22 @@ class TimelineView(QWidget):
             self._build_levels()
             self._on_range_changed()  # what is in view, drawn from the levels
 
-    def set_running(self, running: bool) -> None:
+    def set_running(self, running: bool, whole_run: bool = False) -> None:
+        """`whole_run`: the run has ended, show all of it; each curve is drawn once, for that
+        view (not for the view that followed the run, and then again)."""
         self.running = running
         if not running:
             self.refresh()  # only what arrived last: the curves already hold the rest
             for curve in self._all_curves():
                 curve.live_from = -np.inf  # the whole run, thinned by its levels from now on
+                # ... handed by _on_range_changed, which pyqtgraph's own rebuild would precede
+                curve.item.range_driven = True
             self._levels_built = False
+            if whole_run:
+                followed = self.x_range()
+                self.zoom_to_fit()  # the range change draws the curves from their levels
+                if self.x_range() != followed:
+                    return
             self._on_range_changed()  # levels built, and what is in view drawn from them
 
     def set_follow(self, follow: bool) -> None:

@@ -60,17 +60,21 @@ def test_a_moved_view_draws_what_a_rebuild_for_it_draws(view: TimelineView, move
         assert drawn[key] == rebuilt(curve.item), key
 
 
-def test_a_pan_rebuilds_each_curve_once(
-    view: TimelineView, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    rebuilds: Counter[int] = Counter()
+@pytest.fixture
+def rebuilds(monkeypatch: pytest.MonkeyPatch) -> Counter[int]:
+    """How many times each curve item's display data was rebuilt, by id of the item."""
+    counts: Counter[int] = Counter()
     original = pg.PlotDataItem.updateItems
 
     def counted(item: Any, *args: Any, **kwargs: Any) -> None:
-        rebuilds[id(item)] += 1
+        counts[id(item)] += 1
         original(item, *args, **kwargs)
 
     monkeypatch.setattr(pg.PlotDataItem, "updateItems", counted)
+    return counts
+
+
+def test_a_pan_rebuilds_each_curve_once(view: TimelineView, rebuilds: Counter[int]) -> None:
     view.set_x_range(100.0, 200.0)
     rebuilds.clear()
     view.lane.getViewBox().translateBy(x=20.0)
@@ -83,3 +87,22 @@ def test_a_running_run_leaves_the_rebuild_to_pyqtgraph(view: TimelineView) -> No
     run = gpu_run()
     view.set_profile(run, running=True)
     assert not any(curve.item.range_driven for curve in view.curves.values())
+
+
+def test_a_run_that_ends_is_drawn_whole_each_curve_once(
+    view: TimelineView, rebuilds: Counter[int]
+) -> None:
+    run = gpu_run()
+    view.set_profile(run, running=True)
+    view.refresh()
+    followed = view.x_range()
+    assert followed[1] - followed[0] < run.duration  # the view follows the run's last minute
+    rebuilds.clear()
+    view.set_running(False, whole_run=True)
+    low, high = view.x_range()
+    assert low <= 0.0 and high >= run.duration
+    assert {key: rebuilds[id(c.item)] for key, c in view.curves.items()} == {
+        key: 1 for key in view.curves
+    }
+    for key, curve in view.curves.items():
+        assert shown(curve.item) == rebuilt(curve.item), key
