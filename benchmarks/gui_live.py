@@ -5,8 +5,9 @@ smoothly, every frame within 33 ms; and a live view that leaves the machine to t
 watches: the app's own CPU time at most 10 % of one core at the default 10 ms interval, 25 %
 at 1 ms. A frame is the window's timer tick (draining the recorder's queue into the model,
 refreshing the views) plus the paints that follow it before the next tick; both are timed in
-the GUI thread. The app's
-CPU time is its whole process' (every thread: the GUI, the frame reader, live diagnosis)
+the GUI thread, by the clock and by that thread's own CPU time, so that a late frame shows
+whether the app worked that long or was off the CPU (descheduled beside the recorder and the
+target on a machine of few cores). The app's CPU time is its whole process' (every thread: the GUI, the frame reader, live diagnosis)
 from Run to the run's end, over that wall time; the recording process, a child, is reported
 beside it and not counted. The target script allocates and frees memory in a sawtooth so the
 curves change all the time.
@@ -73,6 +74,7 @@ def main() -> int:
 
     import memsight.app.mainwindow as mainwindow
     from memsight.app.mainwindow import MainWindow
+    from memsight.app.session import RunSession
 
     _qt_app = QApplication.instance() or QApplication([])  # held: the window needs it alive
     work = Path(tempfile.mkdtemp(prefix="memsight-gui-live-"))
@@ -80,6 +82,19 @@ def main() -> int:
     script = work / "sawtooth.py"
     script.write_text(SAWTOOTH)
     store = QSettings(str(work / "s.ini"), QSettings.Format.IniFormat)
+    # The GUI thread's own CPU time in each tick, beside the tick's wall time (session.frame_ms):
+    # a frame whose wall time is far above its CPU time spent the rest off the CPU, descheduled
+    # beside the recorder and the target, not working.
+    tick_cpu_ms: list[float] = []
+    session_tick = RunSession._tick
+
+    def timed_tick(session: RunSession) -> None:
+        ticks_before, cpu_before = len(session.frame_ms), time.thread_time()
+        session_tick(session)
+        if len(session.frame_ms) > ticks_before:  # a tick of the run, not one after it
+            tick_cpu_ms.append((time.thread_time() - cpu_before) * 1000)
+
+    RunSession._tick = timed_tick  # type: ignore[method-assign]  # before the timer binds it
     window = MainWindow(store)
     width, height = (int(v) for v in args.size.split("x"))
     window.resize(width, height)
@@ -90,15 +105,17 @@ def main() -> int:
     # its frame as much as the first.
     paint_ms: list[float] = []  # the paint time of each tick's frame, in the order of ticks
     paint_count: list[int] = []
+    paint_cpu_ms: list[float] = []  # the GUI thread's CPU time in those paints
     view = window.timeline.graphics
     original_paint = type(view).paintEvent
 
     def timed_paint(widget, event):  # type: ignore[no-untyped-def]
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.thread_time()
         original_paint(widget, event)
         # A paint before the first tick is the window's own, not a frame's.
         if widget is view and paint_ms:
             paint_ms[-1] += (time.perf_counter() - t0) * 1000
+            paint_cpu_ms[-1] += (time.thread_time() - cpu0) * 1000
             paint_count[-1] += 1
 
     type(view).paintEvent = timed_paint
@@ -119,8 +136,15 @@ def main() -> int:
     window.setup_panel.interval.setValue(args.interval_ms)
     cpu_before, wall_before = cpu_seconds(resource.RUSAGE_SELF), time.monotonic()
 
+    # Whether the rules were asked for and not yet answered as each frame's paints began
+    # (running in their worker thread, or waiting for that paint to end): a frame beside them
+    # shares the GIL and the cores with them.
+    rules_busy: list[bool] = []
+
     def open_frame() -> None:
+        rules_busy.append(window.session.diagnosis.busy)
         paint_ms.append(0.0)
+        paint_cpu_ms.append(0.0)
         paint_count.append(0)
 
     window.session.ticked.connect(open_frame)
@@ -144,11 +168,15 @@ def main() -> int:
     recorder_cpu = 100 * cpu_seconds(resource.RUSAGE_CHILDREN) / wall  # reaped: all its time
     cpu_target = cpu_target_percent(args.interval_ms)
     type(view).paintEvent = original_paint
+    RunSession._tick = session_tick  # type: ignore[method-assign]
     gc.callbacks.remove(on_gc)
 
     ticks = window.session.frame_ms
     # A frame is a tick plus the paints after it, before the next tick.
     frames = [t + p for t, p in zip(ticks, paint_ms, strict=True)]
+    frames_cpu = [t + p for t, p in zip(tick_cpu_ms, paint_cpu_ms, strict=True)]
+    late = [i for i, frame in enumerate(frames) if frame > FRAME_TARGET_MS]
+    late_off_cpu = [i for i in late if frames_cpu[i] <= FRAME_TARGET_MS]
     painted = [count for count in paint_count if count]
     profile = window.profile
     samples = profile.sample_count if profile else 0
@@ -177,6 +205,16 @@ def main() -> int:
             ["frame, median", f"{statistics.median(frames):.1f} ms", ""],
             ["frame, p99", f"{p99:.1f} ms", ""],
             ["frame, worst", f"{worst:.1f} ms", f"≤ {FRAME_TARGET_MS:.1f} ms"],
+            [
+                "frame's own CPU, worst",
+                f"{max(frames_cpu):.1f} ms",
+                "(the GUI thread's CPU time in a frame)",
+            ],
+            [
+                "frames over target",
+                f"{len(late)} ({len(late_off_cpu)} with ≤ {FRAME_TARGET_MS:.1f} ms of CPU)",
+                "(the rest of such a frame: off the CPU)",
+            ],
             ["app CPU (% of one core)", f"{app_cpu:.1f} %", f"≤ {cpu_target:g} %"],
             ["recording process CPU", f"{recorder_cpu:.1f} %", "(information)"],
         ],
@@ -185,10 +223,22 @@ def main() -> int:
     # Where the slowest frames fell (share of the run's frames; the last is the run's end,
     # drawn whole) and what took the time: tick (draining, views' redraws) or paint.
     slowest = sorted(range(len(frames)), key=frames.__getitem__, reverse=True)[:5]
-    print("slowest frames (position in the run: tick + paints):")
+    print("slowest frames (position in the run: tick + paints; the GUI thread's CPU in them):")
     for i in slowest:
         where = "the end" if i == len(frames) - 1 else f"{100 * i / len(frames):.0f} %"
-        print(f"  {frames[i]:6.1f} ms at {where}: {ticks[i]:.1f} + {paint_ms[i]:.1f} ms")
+        print(
+            f"  {frames[i]:6.1f} ms at {where}: {ticks[i]:.1f} + {paint_ms[i]:.1f} ms;"
+            f" CPU {tick_cpu_ms[i]:.1f} + {paint_cpu_ms[i]:.1f} ms"
+        )
+    print("frames painted while the rules were asked for and not answered, and the others:")
+    for busy in (True, False):
+        some = [frame for frame, was in zip(frames, rules_busy, strict=True) if was == busy]
+        if some:
+            print(
+                f"  {'with the rules' if busy else 'without'}: {len(some):,} frames,"
+                f" median {statistics.median(some):.1f} ms, p99 {percentile(some, 99):.1f} ms,"
+                f" worst {max(some):.1f} ms"
+            )
     print("garbage collector pauses in the app (generation: count, longest, total):")
     for generation, pauses in gc_pauses.items():
         longest = max(pauses, default=0.0)
@@ -213,6 +263,9 @@ def main() -> int:
             "frame_ms_median": statistics.median(frames),
             "frame_ms_p99": p99,
             "frame_ms_max": worst,
+            "frame_cpu_ms_max": max(frames_cpu),
+            "frames_over_target": len(late),
+            "frames_over_target_within_cpu": len(late_off_cpu),
             "tick_ms_max": max(ticks),
             "paints_per_painted_frame": sum(painted) / max(len(painted), 1),
             "paint_ms_max": max(paint_ms) if paint_ms else None,
