@@ -754,7 +754,10 @@ class MainWindow(QMainWindow):
         self.timeline.set_running(running, whole_run=True)  # ended: all of it in view
 
     def _on_samples(self) -> None:
-        self.timeline.refresh()
+        # The tick that finds the run ended draws its last samples with the whole run
+        # (_on_run_finished), not first for the view that followed the run as well.
+        if self.session.running:
+            self.timeline.refresh()
         self.console.refresh()
         self.contents.refresh()
         self.anatomy.refresh()

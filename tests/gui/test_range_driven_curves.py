@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,10 +15,12 @@ import pyqtgraph as pg
 import pytest
 from pytestqt.qtbot import QtBot
 
+from memsight.app.mainwindow import MainWindow
 from memsight.app.plotting import CurveItem
 from memsight.app.timeline import TimelineView
 from tests.factories import gpu_run
-from tests.gui.support import shown_timeline
+from tests.gui.support import RUN_TIMEOUT_MS, shown_timeline, wait_until_settled
+from tests.support import write_script
 
 
 @pytest.fixture
@@ -106,3 +109,34 @@ def test_a_run_that_ends_is_drawn_whole_each_curve_once(
     }
     for key, curve in view.curves.items():
         assert shown(curve.item) == rebuilt(curve.item), key
+
+
+@pytest.mark.slow  # runs a script (~1 s)
+def test_the_tick_that_ends_a_run_draws_its_last_samples_with_the_whole_run(
+    qtbot: QtBot, window: MainWindow, rebuilds: Counter[int], tmp_path: Path
+) -> None:
+    script = write_script(
+        tmp_path, "s.py", "import time\nb = bytearray(40 * 2**20)\ntime.sleep(1)\n"
+    )
+    window.open_script(str(script))
+    window.start_run()
+    session, timeline = window.session, window.timeline
+    controller = session.controller
+    assert controller is not None, window.setup_panel.problems.text()
+    # No tick until the run has ended: the last one then takes in the run's samples as well
+    # as its end, as a tick does whose samples arrived with the end.
+    session.timer.stop()
+    assert controller.wait(RUN_TIMEOUT_MS / 1000)
+    refreshed: list[bool] = []
+    session.refreshed.connect(lambda: refreshed.append(True))
+    rebuilds.clear()
+    session._tick()
+    assert refreshed, "the last tick brought samples"
+    assert not timeline.running
+    rss, profile = timeline.curves["rss"], timeline.profile
+    assert profile is not None and len(rss.points.x) > 1
+    assert timeline.x_range()[1] >= profile.duration
+    # Drawn once, for the whole run: not for the view that followed the run and then again.
+    assert rebuilds[id(rss.item)] == 1
+    assert all(rebuilds[id(curve.item)] <= 1 for curve in timeline.curves.values())
+    wait_until_settled(qtbot, window)
