@@ -756,7 +756,7 @@ class MainWindow(QMainWindow):
     def _on_samples(self) -> None:
         # The tick that finds the run ended draws its last samples with the whole run
         # (_on_run_finished), not first for the view that followed the run as well.
-        if self.session.running:
+        if not self.session.ended:
             self.timeline.refresh()
         self.console.refresh()
         self.contents.refresh()

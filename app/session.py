@@ -68,6 +68,11 @@ class RunSession(QObject):
         return self.controller is not None and self.controller.running
 
     @property
+    def ended(self) -> bool:
+        """The run of this session has ended: reported, or to be by the tick under way."""
+        return self.controller is not None and not self.controller.running
+
+    @property
     def stopping(self) -> bool:
         return self.running and self.controller is not None and self.controller.stopping
 
