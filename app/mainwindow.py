@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
 
 from memsight import profiler
 from memsight.app import filedialogs
+from memsight.app.afterpaint import AfterPaint
 from memsight.app.anatomy import AnatomyPanel
 from memsight.app.attachdialog import AttachDialog
 from memsight.app.compare import CompareController, ComparePanel, same_target
@@ -139,6 +140,8 @@ class MainWindow(QMainWindow):
         # A tick's rules start once the timeline it changed is painted: beside that paint
         # they took its GIL and its core (app/afterpaint.py).
         self.diagnosis.stay_out_of_paints(self.timeline.graphics.viewport())
+        # What may wait until the timeline's next frame is on screen.
+        self.after_timeline_paint = AfterPaint(self.timeline.graphics.viewport(), self)
         self.diagnosis.ready.connect(self.findings.set_diagnosis)
         self.session = RunSession(self.diagnosis, self)
         self.session.started.connect(self._on_run_started)
@@ -767,7 +770,9 @@ class MainWindow(QMainWindow):
         self.save_action.setEnabled(True)
         if self.profile_path is not None and self.profile_path.exists():
             AppSettings.remember(self.settings.recent_profiles, str(self.profile_path))
-            self.settings.save(self.store)
+            # Written once the whole run is on screen: the settings file's sync took 20-35 ms
+            # (waiting on the disk) in the frame that shows the run's end. Quit saves them too.
+            self.after_timeline_paint.call(lambda: self.settings.save(self.store))
         self.console.refresh()
         self.contents.set_running(False)
         self.anatomy.set_running(False)

@@ -143,6 +143,36 @@ def test_a_saved_profile_reopens_looking_exactly_as_the_run_ended(
 
 
 @pytest.mark.slow  # runs a script through the window (~1 s)
+def test_a_run_is_remembered_among_recent_profiles_once_its_end_is_on_screen(
+    qtbot: QtBot, window: MainWindow, store: QSettings, tmp_path: Path
+) -> None:
+    script = write_script(tmp_path, "s.py", "b = bytearray(20 * 2**20)\n")
+    syncs: list[bool] = []
+    store_sync = store.sync
+
+    def counted_sync() -> None:
+        syncs.append(True)
+        store_sync()
+
+    store.sync = counted_sync  # type: ignore[method-assign]
+    window.open_script(str(script))
+    window.start_run()
+    controller = window.session.controller
+    assert controller is not None, window.setup_panel.problems.text()
+    window.session.timer.stop()  # the tick that finds the run ended, by hand
+    assert controller.wait(RUN_TIMEOUT_MS / 1000)
+    syncs.clear()
+    window.session._tick()
+    # Not written in the frame that draws the run's end: the disk's wait is not that frame's.
+    assert not syncs and not window.timeline.running
+    wait_until_settled(qtbot, window)
+    qtbot.waitUntil(lambda: bool(syncs), timeout=RUN_TIMEOUT_MS)
+    assert window.profile_path is not None
+    read_back = QSettings(store.fileName(), QSettings.Format.IniFormat)
+    assert str(window.profile_path) in str(read_back.value("recent_profiles"))
+
+
+@pytest.mark.slow  # runs a script through the window (~1 s)
 def test_an_opened_profile_can_be_run_again(
     qtbot: QtBot, window: MainWindow, tmp_path: Path
 ) -> None:
