@@ -7,9 +7,9 @@ at 1 ms. A frame is the window's timer tick (draining the recorder's queue into 
 refreshing the views) plus the paints that follow it before the next tick; both are timed in
 the GUI thread, by the clock and by that thread's own CPU time, so that a late frame shows
 whether the app worked that long or was off the CPU (descheduled beside the recorder and the
-target on a machine of few cores). The app's CPU time is its whole process' (every thread: the GUI, the frame reader, live diagnosis)
-from Run to the run's end, over that wall time; the recording process, a child, is reported
-beside it and not counted. The target script allocates and frees memory in a sawtooth so the
+target on a machine of few cores). The app's CPU time is its whole process' (every thread:
+the GUI, the frame reader, live diagnosis) from Run to the run's end, over that wall time;
+the recording process, a child, is reported beside it and not counted. The target script allocates and frees memory in a sawtooth so the
 curves change all the time.
 """
 

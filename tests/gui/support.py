@@ -44,6 +44,18 @@ def run_to_end(
     wait_until_settled(qtbot, window)
 
 
+def run_until_its_last_tick(window: MainWindow, script: Path) -> None:
+    """Run `script` through the window with no tick after the first until the run has ended:
+    the test then calls the tick that takes in the run's samples and its end together
+    (`window.session._tick()`), as one does whose last samples arrive with the end."""
+    window.open_script(str(script))
+    window.start_run()
+    controller = window.session.controller
+    assert controller is not None, window.setup_panel.problems.text()
+    window.session.timer.stop()
+    assert controller.wait(RUN_TIMEOUT_MS / 1000)
+
+
 def wait_until_settled(qtbot: QtBot, window: MainWindow) -> None:
     """Until the run has ended, the window has drawn its end and the findings are final."""
     controller = window.session.controller

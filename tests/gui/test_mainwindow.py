@@ -15,7 +15,12 @@ from pytestqt.qtbot import QtBot
 
 from memsight.app.mainwindow import MainWindow
 from memsight.profiler.recorder import proctree
-from tests.gui.support import RUN_TIMEOUT_MS, run_to_end, wait_until_settled
+from tests.gui.support import (
+    RUN_TIMEOUT_MS,
+    run_to_end,
+    run_until_its_last_tick,
+    wait_until_settled,
+)
 from tests.support import write_script
 
 
@@ -155,12 +160,7 @@ def test_a_run_is_remembered_among_recent_profiles_once_its_end_is_on_screen(
         store_sync()
 
     store.sync = counted_sync  # type: ignore[method-assign]
-    window.open_script(str(script))
-    window.start_run()
-    controller = window.session.controller
-    assert controller is not None, window.setup_panel.problems.text()
-    window.session.timer.stop()  # the tick that finds the run ended, by hand
-    assert controller.wait(RUN_TIMEOUT_MS / 1000)
+    run_until_its_last_tick(window, script)
     syncs.clear()
     window.session._tick()
     # Not written in the frame that draws the run's end: the disk's wait is not that frame's.

@@ -19,7 +19,7 @@ from memsight.app.mainwindow import MainWindow
 from memsight.app.plotting import CurveItem
 from memsight.app.timeline import TimelineView
 from tests.factories import gpu_run
-from tests.gui.support import RUN_TIMEOUT_MS, shown_timeline, wait_until_settled
+from tests.gui.support import run_until_its_last_tick, shown_timeline, wait_until_settled
 from tests.support import write_script
 
 
@@ -118,15 +118,8 @@ def test_the_tick_that_ends_a_run_draws_its_last_samples_with_the_whole_run(
     script = write_script(
         tmp_path, "s.py", "import time\nb = bytearray(40 * 2**20)\ntime.sleep(1)\n"
     )
-    window.open_script(str(script))
-    window.start_run()
+    run_until_its_last_tick(window, script)
     session, timeline = window.session, window.timeline
-    controller = session.controller
-    assert controller is not None, window.setup_panel.problems.text()
-    # No tick until the run has ended: the last one then takes in the run's samples as well
-    # as its end, as a tick does whose samples arrived with the end.
-    session.timer.stop()
-    assert controller.wait(RUN_TIMEOUT_MS / 1000)
     refreshed: list[bool] = []
     session.refreshed.connect(lambda: refreshed.append(True))
     rebuilds.clear()
