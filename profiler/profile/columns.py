@@ -38,6 +38,7 @@ class ColumnStore:
         }
         self._next: dict[str, np.ndarray] | None = None
         self._moved = 0  # rows [0, _moved) are already in _next
+        self._adopted = False  # the columns are arrays taken by adopt() or shared: never written
 
     def __len__(self) -> int:
         return self._n
@@ -54,6 +55,7 @@ class ColumnStore:
         store = ColumnStore(self._dtypes)
         store._cols = {name: col[: self._n] for name, col in self._cols.items()}
         store._n = self._n
+        store._adopted = True  # the buffers are shared: never written through it
         return store
 
     def prefix(self, rows: int) -> ColumnStore:
@@ -88,7 +90,16 @@ class ColumnStore:
         self._n = lengths.pop()
         self._next = None
         self._moved = 0
+        self._adopted = True
         return True
+
+    def truncate(self, rows: int) -> None:
+        """Keep the first `rows` rows. The next append writes over the rest in the store's
+        own buffers; adopted or shared arrays are cut to views instead, so it copies."""
+        self._n = max(0, min(rows, self._n))
+        self._moved = min(self._moved, self._n)
+        if self._adopted:
+            self._cols = {name: col[: self._n] for name, col in self._cols.items()}
 
     def append(self, block: Mapping[str, npt.ArrayLike], rows: int) -> None:
         """Append `rows` rows; `block` holds one array (or scalar) per column."""
@@ -117,6 +128,7 @@ class ColumnStore:
                 grown[name] = np.empty(capacity, dtype=col.dtype)
                 grown[name][: self._n] = col[: self._n]
             self._cols = grown
+        self._adopted = False
         self._next = None
         self._moved = 0
         if self._n + 1 > self.capacity // 2:

@@ -183,3 +183,32 @@ def test_a_finished_runs_levels_keep_every_spike_to_the_last_sample(qtbot: QtBot
         block = 7  # any block: its pair is its rows' lowest and highest
         rows = y[block * factor : (block + 1) * factor]
         assert list(ys[2 * block : 2 * block + 2]) == [rows.min(), rows.max()]
+
+
+def test_rows_after_a_curves_levels_were_built_are_folded_as_if_it_had_none(
+    qtbot: QtBot,
+) -> None:
+    """Building the levels puts the last partial block's low and high at the live level's
+    end (no copy of it); rows that come later take that pair out before they fold."""
+    curve, x, y = _live_curve(600.003)  # its last three rows are a partial block
+    curve.build_levels()
+    later_x = x[-1] + np.arange(1, 14) / RATE_HZ  # completes that block and starts another
+    later_y = np.full(13, 50 * MiB)
+    later_y[2] = 950 * MiB
+    curve.extend(later_x, later_y, len(x) + 13)
+    curve.build_levels()
+    whole = Curve(pg.PlotDataItem())
+    all_x, all_y = np.concatenate((x, later_x)), np.concatenate((y, later_y))
+    whole.extend(all_x, all_y, len(all_x))
+    whole.build_levels()
+    assert [(f, xs.tolist(), ys.tolist()) for f, xs, ys in curve.levels] == [
+        (f, xs.tolist(), ys.tolist()) for f, xs, ys in whole.levels
+    ]
+    assert curve.levels[0][2][-4:].tolist() == [50 * MiB, 950 * MiB, 50 * MiB, 50 * MiB]
+    seconds_per_pixel = 60.0 / 1200
+    for mine, theirs in zip(
+        curve.points.live_points(-np.inf, seconds_per_pixel),
+        whole.points.live_points(-np.inf, seconds_per_pixel),
+        strict=True,
+    ):
+        assert mine.tolist() == theirs.tolist()

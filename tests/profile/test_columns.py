@@ -86,3 +86,31 @@ def test_arrays_a_store_cannot_take_as_they_are_leave_it_unchanged() -> None:
     full.append({"t": np.zeros(2), "v": ints[:2]}, 2)
     assert not full.adopt({"t": np.zeros(3), "v": ints[:3]})  # only an empty store adopts
     assert len(full) == 2
+
+
+def test_a_truncated_store_writes_new_rows_over_the_cut_ones_in_its_own_buffers() -> None:
+    store = ColumnStore({"i": np.int64, "f": np.float64})
+    _append_counting(store, 10)
+    buffer = store.column("i")
+    store.truncate(7)
+    assert store.column("i").tolist() == list(range(7))
+    store.append({"i": np.array([70, 80]), "f": np.zeros(2)}, 2)
+    assert store.column("i").tolist() == [*range(7), 70, 80]
+    assert np.shares_memory(store.column("i"), buffer)  # no copy: the room was its own
+
+
+def test_truncating_never_lets_a_store_write_into_arrays_it_does_not_own() -> None:
+    taken = np.arange(6, dtype=np.int64)
+    adopted = ColumnStore({"i": np.int64})
+    assert adopted.adopt({"i": taken})
+    adopted.truncate(3)
+    adopted.append({"i": np.array([-1, -2])}, 2)
+    assert adopted.column("i").tolist() == [0, 1, 2, -1, -2]
+    assert taken.tolist() == list(range(6))  # the file's table, untouched
+    owner = ColumnStore({"i": np.int64})
+    owner.append({"i": np.arange(6)}, 6)
+    shared = owner.frozen()
+    shared.truncate(2)
+    shared.append({"i": np.array([-1])}, 1)
+    assert shared.column("i").tolist() == [0, 1, -1]
+    assert owner.column("i").tolist() == list(range(6))
