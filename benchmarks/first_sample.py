@@ -45,8 +45,10 @@ def main() -> int:
     from PySide6.QtWidgets import QApplication
 
     import memsight.app.mainwindow as mainwindow
+    from memsight.app.main import use_small_pages
     from memsight.app.mainwindow import MainWindow
 
+    use_small_pages()  # as the app's start does (run_gui)
     app = QApplication.instance() or QApplication([])
     work = Path(tempfile.mkdtemp(prefix="memsight-first-sample-"))
     mainwindow.recordings_dir = lambda: work

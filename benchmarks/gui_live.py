@@ -73,9 +73,11 @@ def main() -> int:
     from PySide6.QtWidgets import QApplication
 
     import memsight.app.mainwindow as mainwindow
+    from memsight.app.main import use_small_pages
     from memsight.app.mainwindow import MainWindow
     from memsight.app.session import RunSession
 
+    use_small_pages()  # as the app's start does (run_gui)
     _qt_app = QApplication.instance() or QApplication([])  # held: the window needs it alive
     work = Path(tempfile.mkdtemp(prefix="memsight-gui-live-"))
     mainwindow.recordings_dir = lambda: work  # keep the benchmark's recording out of the user's

@@ -49,8 +49,10 @@ def main() -> int:
     from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QApplication
 
+    from memsight.app.main import use_small_pages
     from memsight.app.mainwindow import MainWindow
 
+    use_small_pages()  # as the app's start does (run_gui)
     app = QApplication.instance() or QApplication([])
     width, height = (int(v) for v in args.size.split("x"))
     store = QSettings(str(Path(tempfile.mkdtemp()) / "s.ini"), QSettings.Format.IniFormat)
