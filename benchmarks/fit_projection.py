@@ -30,7 +30,7 @@ MODELS = {"mlp": 256, "cnn": 16, "transformer": 4}  # the measured batch size B 
 
 
 def record(model: str, batch: int, steps: int, out: Path, device: str) -> dict[str, Any]:
-    from memsight.profiler.diagnosis.anatomy import main_anatomy
+    from memsight.profiler.diagnosis.anatomy import main_anatomy, malloc_kept
     from memsight.profiler.diagnosis.fit import projection
     from memsight.profiler.profile.storage import load_profile
 
@@ -60,6 +60,7 @@ def record(model: str, batch: int, steps: int, out: Path, device: str) -> dict[s
     return {
         "peak": peak,
         "in_use": in_use,
+        "kept": malloc_kept(profile, anatomy) if device == "cpu" else None,
         "projection": found,
         "anatomy": anatomy,
     }
@@ -71,6 +72,14 @@ def _in_use_growth(run: dict[str, Any]) -> str:
     if run["in_use_b"] is None or run["in_use_4b"] is None:
         return "-"
     return f"{(run['in_use_4b'] - run['in_use_b']) / 3 / 2**20:.1f}"
+
+
+def _kept(run: dict[str, Any]) -> str:
+    """The freed memory malloc kept around the measured iteration at B and at 4B (anatomy's
+    malloc_kept): part of the fixed part in the projection, though it can grow with B."""
+    if run["kept_b"] is None or run["kept_4b"] is None:
+        return "-"
+    return f"{run['kept_b'] / 2**20:.0f}, {run['kept_4b'] / 2**20:.0f}"
 
 
 def main() -> int:
@@ -122,6 +131,7 @@ def main() -> int:
                         "per_batch_b": round(found.per_sample_bytes * batch),
                         "activations_b": anatomy.activations_bytes, "error": round(error, 4),
                         "in_use_b": small["in_use"], "in_use_4b": large["in_use"],
+                        "kept_b": small["kept"], "kept_4b": large["kept"],
                     }
                 )  # fmt: skip
             error = statistics.median(errors)
@@ -132,14 +142,14 @@ def main() -> int:
                     model, f"{batch} -> {4 * batch}",
                     f"{last['anatomy_peak_b'] / 2**20:.0f}", f"{last['per_batch_b'] / 2**20:.1f}",
                     f"{(last['peak_4b'] - last['anatomy_peak_b']) / 3 / 2**20:.1f}",
-                    _in_use_growth(last),
+                    _in_use_growth(last), _kept(last),
                     f"{last['projected_4b'] / 2**20:.0f}", f"{last['peak_4b'] / 2**20:.0f}",
                     f"{error:+.1%}", f"{statistics.median(naive_errors):+.1%}",
                 ]
             )  # fmt: skip
     print_table(
         ["model", "batch", "peak at B MiB", "grows by MiB/B", "really grew MiB/B",
-         "malloc in use grew MiB/B",
+         "malloc in use grew MiB/B", "malloc kept at B, 4B MiB",
          "projected 4B MiB", "measured 4B MiB", "error (median)", "activations alone"],
         rows,
         title="The peak at 4B projected from the run at B, against the run at 4B "
