@@ -103,6 +103,7 @@ def run_gui(argv: list[str]) -> int:
     if message:
         sys.stderr.write(f"memsight: {message}\n")
         sys.stderr.flush()
+    ending_signals = catch_ending_signals()
     crash_log.start()
     window = MainWindow()
     window.show()
@@ -110,22 +111,34 @@ def run_gui(argv: list[str]) -> int:
         window.status.showMessage(message, 60_000)
     if argv:
         window.open_path(argv[0])
-    terminate_on_signals(window)
+    # Not before: opening a file flushes the window system (QApplication.sync), which can
+    # deliver the notifier's event, and a close there, before exec(), left the app running
+    # with no window.
+    terminate_on_signals(window, ending_signals)
     status = int(app.exec())
     crash_log.end()
     return status
 
 
-def terminate_on_signals(window: MainWindow) -> None:
+def catch_ending_signals() -> int:
     """SIGTERM and SIGHUP (`kill`, a logout, a closed terminal) end the app as Quit does:
     without this Python's default ends it at once, the window's state unsaved, and the next
-    start would report a session that ended unexpectedly. Qt's event loop runs no Python
-    while it waits, so the signal wakes it through a pipe (signal.set_wakeup_fd)."""
+    start would report a session that ended unexpectedly. Caught from before the session's
+    marker is written: one that comes while the window is still being built (opening a file
+    takes a while) waits in the pipe, and ends the app at the event loop's first turn. Qt's
+    event loop runs no Python while it waits, so the signal wakes it through that pipe
+    (signal.set_wakeup_fd). Returns the pipe's read end, for terminate_on_signals."""
     read_end, write_end = os.pipe()
     os.set_blocking(write_end, False)
     signal.set_wakeup_fd(write_end)
     for number in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(number, lambda *_: None)  # the wakeup byte does the work
+    return read_end
+
+
+def terminate_on_signals(window: MainWindow, read_end: int) -> None:
+    """The window ends as Quit does once a signal caught by catch_ending_signals comes, or
+    has come; connected just before the event loop runs (app.exec)."""
     notifier = QSocketNotifier(read_end, QSocketNotifier.Type.Read, window)
 
     def woken() -> None:

@@ -154,3 +154,19 @@ def test_the_app_ended_by_sigterm_or_sighup_ends_as_quit_does(
         second.terminate()
         _, err = second.communicate(timeout=30)
     assert "ended unexpectedly" not in err.decode()
+
+
+@pytest.mark.slow  # starts the app on a recorded run
+def test_a_sigterm_while_the_window_is_still_being_built_ends_it_as_quit_does(
+    tmp_path: Path,
+) -> None:
+    # The session's marker is written before the window is built and the file opened: a
+    # `kill` from then on ends the app as Quit does, not with Python's default, which left
+    # the marker behind to be reported at the next start as a session that ended unexpectedly.
+    profile, home, env = profile_and_home(tmp_path)
+    first = subprocess.Popen([*MEMSIGHT, str(profile)], env=env, stderr=subprocess.PIPE)
+    wait_until(lambda: bool(list(home.glob("data/**/session-*.running"))), 30, "the marker")
+    first.send_signal(signal.SIGTERM)
+    _, err = first.communicate(timeout=30)
+    assert first.returncode == 0, err.decode()
+    assert not list(home.glob("data/**/*.running"))
