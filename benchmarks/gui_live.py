@@ -9,8 +9,8 @@ the GUI thread, by the clock and by that thread's own CPU time, so that a late f
 whether the app worked that long or was off the CPU (descheduled beside the recorder and the
 target on a machine of few cores). The app's CPU time is its whole process' (every thread:
 the GUI, the frame reader, live diagnosis) from Run to the run's end, over that wall time;
-the recording process, a child, is reported beside it and not counted. The target script allocates and frees memory in a sawtooth so the
-curves change all the time.
+the recording process, a child, is reported beside it and not counted. The target script
+allocates and frees memory in a sawtooth so the curves change all the time.
 """
 
 from __future__ import annotations
