@@ -42,15 +42,20 @@ class AfterPaint(QObject):
     def call(self, work: Callable[[], None]) -> None:
         self._waiting.append(work)
         if not self._widget.isVisible():  # no paint will come: the next turn of the loop
-            QTimer.singleShot(0, self._run)
+            self._run_next_turn()
         elif not self._no_paint.isActive():
             self._no_paint.start()
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         if event.type() == QEvent.Type.Paint and self._waiting:
             # The paint is handled when this returns; a queued call runs once it has been.
-            QTimer.singleShot(0, self._run)
+            self._run_next_turn()
         return False
+
+    def _run_next_turn(self) -> None:
+        # With this object as the context: a window deleted before that turn (closed at a
+        # run's end) drops the call, which would otherwise reach its deleted timer.
+        QTimer.singleShot(0, self, self._run)
 
     def _run(self) -> None:
         self._no_paint.stop()

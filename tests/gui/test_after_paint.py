@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 import pytest
+import shiboken6
 from PySide6.QtCore import QEvent, QObject
 from PySide6.QtGui import QPaintEvent
 from PySide6.QtWidgets import QGraphicsView, QWidget
@@ -73,6 +74,19 @@ def test_work_runs_when_no_paint_comes(qtbot: QtBot) -> None:
     after = AfterPaint(widget)
     after.call(lambda: heard.append("work"))  # nothing changed: no paint is on the way
     qtbot.waitUntil(lambda: heard == ["work"], timeout=5_000)
+
+
+def test_a_call_waiting_when_its_window_is_deleted_is_dropped(qtbot: QtBot) -> None:
+    # A window closed and deleted while a tick's call still waited for the loop's next turn
+    # (a test's window, a window closed at a run's end): the call went on to the deleted
+    # AfterPaint's timer and raised in the event loop.
+    heard: list[str] = []
+    widget = PaintLog(heard)  # off screen: the call waits for the next turn of the loop
+    after = AfterPaint(widget, widget)
+    after.call(lambda: heard.append("work"))
+    shiboken6.delete(widget)  # the window and its AfterPaint, gone before that turn
+    qtbot.wait(50)  # a raise in the event loop fails the test (pytest-qt)
+    assert heard == []
 
 
 class PaintTimes(QObject):
