@@ -71,8 +71,9 @@ class ByteAxis(pg.AxisItem):
         if not values:
             return []
         unit, size = unit_for(max(abs(v) for v in values))
-        step = spacing / size
-        decimals = 0 if step >= 1 else (1 if step >= 0.1 else 2)
+        # As many decimals as the step needs: quarter-GiB ticks read 0.25 and 0.75, not
+        # 0.2 and 0.8 at lines that are not there.
+        decimals = decimals_for(spacing / size, most=3)
         return [f"{v / size:.{decimals}f} {unit}" for v in values]
 
 

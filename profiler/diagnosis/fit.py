@@ -112,7 +112,8 @@ def module_groups(anatomy: Anatomy) -> list[ModuleGroup]:
                 repeated=bool(re.search(r"\d$", key)) and not key.isdigit(),
             )
         )
-    groups.sort(key=lambda g: (-g.total, g.path))
+    # Equal groups (a model's identical blocks) in their model's order: blocks.2 before blocks.10.
+    groups.sort(key=lambda g: (-g.total, _natural(g.path)))
     return groups
 
 

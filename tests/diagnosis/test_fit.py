@@ -86,6 +86,11 @@ def test_groups_sum_their_modules_and_come_largest_first() -> None:
     assert sum(g.total for g in groups) == gpt().modules_bytes
 
 
+def test_equal_blocks_come_in_their_models_order() -> None:
+    groups = module_groups(gpt(blocks=12))
+    assert [g.path for g in groups][:12] == [f"blocks.{i}" for i in range(12)]
+
+
 def test_checkpointing_the_blocks_keeps_only_their_inputs() -> None:
     change = checkpoint_change(gpt())
     assert change is not None

@@ -10,7 +10,7 @@ import pytest
 from PySide6.QtWidgets import QWidget
 from pytestqt.qtbot import QtBot
 
-from memsight.app.axes import SecondsAxis, time_label
+from memsight.app.axes import ByteAxis, SecondsAxis, time_label
 from memsight.app.mainwindow import MainWindow
 from memsight.app.timeline import TimelineView
 from tests.factories import GiB, MiB, profile, ram, table
@@ -51,6 +51,20 @@ def test_the_gpu_plot_comes_with_cuda(qtbot: QtBot) -> None:
     assert view.gpu_shown and view.gpu_plot.scene() is view.graphics.scene()
     view.set_profile(profile(ram(5.0, 100 * MiB)))  # and goes with the next run without it
     assert not view.gpu_shown
+
+
+def test_byte_ticks_are_labelled_with_the_value_they_stand_at(qtbot: QtBot) -> None:
+    axis = ByteAxis("left")
+    quarters = [0.25 * GiB * i for i in range(1, 8)]
+    assert axis.tickStrings(quarters, 1, 0.25 * GiB) == [
+        "0.25 GiB", "0.50 GiB", "0.75 GiB", "1.00 GiB", "1.25 GiB", "1.50 GiB", "1.75 GiB",
+    ]  # fmt: skip
+    assert axis.tickStrings([2.5 * MiB, 5 * MiB, 7.5 * MiB], 1, 2.5 * MiB) == [
+        "2.5 MiB", "5.0 MiB", "7.5 MiB",
+    ]  # fmt: skip
+    hundreds = axis.tickStrings([0, 200 * MiB, 400 * MiB], 1, 200 * MiB)
+    assert hundreds == ["0 MiB", "200 MiB", "400 MiB"]
+    assert axis.tickStrings([0.5 * GiB, GiB], 1, 0.5 * GiB) == ["0.5 GiB", "1.0 GiB"]
 
 
 def test_one_time_format_per_view(qtbot: QtBot) -> None:
