@@ -135,10 +135,12 @@ def test_a_census_is_charged_its_cpu_time_not_its_pause_on_a_busy_machine() -> N
         while not stop.is_set():
             pass
 
+    # A census of some tens of milliseconds. Made before the other thread starts: each
+    # torch.ones releases the GIL and would wait out that thread's switch interval.
+    kept = [torch.ones(10) for _ in range(20_000)]
     thread = threading.Thread(target=busy)
     thread.start()
     try:
-        kept = [torch.ones(10) for _ in range(20_000)]  # a census of some tens of milliseconds
         schedule.at_boundary(OPTIMIZER_STEPS, 1)
     finally:
         stop.set()
