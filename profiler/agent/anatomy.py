@@ -49,14 +49,18 @@ OUTSIDE_MODULES = "(outside modules)"  # the path of what code outside any modul
 
 
 class _Module:
-    __slots__ = ("bytes", "input_bytes", "input_device", "path", "type")
+    __slots__ = ("bytes", "input_bytes", "input_device", "input_keys", "path", "type")
 
     def __init__(self, path: str, type_name: str) -> None:
         self.path = path
         self.type = type_name
         self.bytes: Dict[str, List[int]] = {}  # device -> counts
-        self.input_bytes = 0  # its first input tensor's storage, at its first call
-        self.input_device = ""
+        # Its first input tensor's storage, summed over its calls (each storage once): what
+        # checkpointing it keeps. A module called twice in the iteration (a GAN's
+        # discriminator, an RNN cell) saves for each call, and a checkpoint keeps each input.
+        self.input_bytes = 0
+        self.input_device = ""  # its first call's
+        self.input_keys: Optional[Set[Tuple[str, int]]] = None
 
     def add(self, device: str, index: int, nbytes: int) -> None:
         counts = self.bytes.get(device)
@@ -263,8 +267,8 @@ class _Measurement:
         if stack:  # a module inside a forward
             row = self.modules.get(id(module))
             stack.append(row)
-            if row is not None and not row.input_bytes:
-                self._first_input(row, args)
+            if row is not None and stack[0] is not None:  # (not in a forward left unmeasured)
+                self._note_input(row, args)
             return
         if self.thread and (self._past_backward() or not self.torch.is_grad_enabled()):
             stack.append(None)  # a forward that saves nothing measured
@@ -455,14 +459,20 @@ class _Measurement:
             self.batch_keys.add(key)
             self.batch_bytes += _nbytes(self.reader, tensor)
 
-    def _first_input(self, row: _Module, args: Any) -> None:
+    def _note_input(self, row: _Module, args: Any) -> None:
         reader = self.reader
         for value in reader.sequence(args):
             if reader.is_plain_tensor(value):
                 with reader.no_torch_function():
-                    row.input_bytes = _nbytes(reader, value)
                     key = _storage_key(reader, value)
-                    row.input_device = key[0] if key is not None else ""
+                    seen = row.input_keys
+                    if seen is None:
+                        seen = row.input_keys = set()
+                        row.input_device = key[0] if key is not None else ""
+                    if key is None or key not in seen:
+                        if key is not None:
+                            seen.add(key)
+                        row.input_bytes += _nbytes(reader, value)
                     if self.batch_pending:
                         self.batch_pending = False
                         self._count_batch(value)

@@ -36,7 +36,7 @@ class ModuleBytes:
     parameters: int
     gradients: int
     optimizer_state: int
-    input_bytes: int  # its first input tensor at its first call
+    input_bytes: int  # its first input tensor's storage, summed over its calls
 
     @property
     def total(self) -> int:

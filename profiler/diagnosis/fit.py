@@ -51,7 +51,7 @@ class ModuleGroup:
     gradients: int
     optimizer_state: int
     activations_fp32: int
-    input_bytes: int  # the group's own module's input, when it was called
+    input_bytes: int  # the group's own module's input, summed over its calls
     repeated: bool  # one of a list of blocks (its path ends in an index)
 
     @property

@@ -91,6 +91,35 @@ def test_each_module_is_charged_what_its_forward_saved_and_what_it_owns(hooked: 
     assert event["largest_saved"] == {"cpu": BATCH * HIDDEN * FLOAT}
 
 
+class CallsItsBlockThrice(nn.Module):
+    """Its block called on two tensors, one of them twice (as a GAN's discriminator is called
+    on real and fake samples, or an RNN's cell at every step)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.block = nn.Sequential(nn.Linear(WIDTH, HIDDEN), nn.ReLU())
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.block(a) + self.block(b) + self.block(a)
+        return out
+
+
+def test_a_blocks_input_counts_at_each_of_its_calls_once_per_storage(hooked: Any) -> None:
+    # What checkpointing the block keeps: every call's input, a tensor passed twice once.
+    _, agent = hooked
+    model = CallsItsBlockThrice()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    a, b = torch.randn(BATCH, WIDTH), torch.randn(BATCH, WIDTH)
+    model(a, b).pow(2).mean().backward()
+    c = torch.randn(BATCH, WIDTH)
+    model(c, c).pow(2).mean().backward()  # after the measured backward: not measured
+    opt.step()
+    [event] = agent.of("anatomy")
+    modules = by_path(event)
+    assert modules["block"]["input_bytes"] == 2 * BATCH * WIDTH * FLOAT
+    assert modules["block.1"]["activations"] == 3 * BATCH * HIDDEN * FLOAT  # each ReLU's output
+
+
 def test_the_program_computes_exactly_what_it_computes_without_memsight() -> None:
     plain = train(mlp(), 4)
     inst, agent = hooked_with("auto")
