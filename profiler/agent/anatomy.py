@@ -42,6 +42,7 @@ from .port import AgentPort
 from .reader import Reader
 
 MAX_MODULES = 4096  # module rows in one anatomy event (the largest by bytes)
+MAX_SIZES = 512  # distinct storage sizes listed per device (saved_sizes, gradient_sizes)
 # A module's byte counts, by device, in this order.
 _ACTIVATIONS, _ACTIVATIONS_FP32, _PARAMETERS, _GRADIENTS, _STATE = range(5)
 _COUNTS = 5
@@ -212,6 +213,10 @@ class _Measurement:
         self.closing = False  # ended where its hooks cannot be popped: removed at the next chance
         self.outside = _Module(OUTSIDE_MODULES, "")  # what the code outside modules saved
         self.largest: Dict[str, int] = {}  # the largest storage saved, by device
+        # device -> {storage bytes: storages}: the activations charged and the gradients read,
+        # for the fit's model of what malloc keeps (diagnosis/fit.py).
+        self.saved_sizes: Dict[str, Dict[int, int]] = {}
+        self.gradient_sizes: Dict[str, Dict[int, int]] = {}
         self.forwards = 0
         self.backwards = -1  # backward passes before the measured forward
         self.backwards_seen = 0  # since
@@ -367,6 +372,7 @@ class _Measurement:
             seen.add(key)
             if nbytes > self.largest.get(key[0], 0):
                 self.largest[key[0]] = nbytes
+            _count_size(self.saved_sizes, key[0], nbytes)
             row.add(key[0], _ACTIVATIONS, nbytes)
             if fp32:
                 row.add(key[0], _ACTIVATIONS_FP32, nbytes)
@@ -537,7 +543,9 @@ class _Measurement:
                     key = _storage_key(reader, grad)
                     if key is not None and key not in seen:
                         seen.add(key)
-                        row.add(key[0], _GRADIENTS, _nbytes(reader, grad))
+                        nbytes = _nbytes(reader, grad)
+                        _count_size(self.gradient_sizes, key[0], nbytes)
+                        row.add(key[0], _GRADIENTS, nbytes)
             for optimizer_ref, _ in list(owner._watched_params.values()):
                 optimizer = optimizer_ref()
                 state = reader.attribute(optimizer, "state", None) if optimizer else None
@@ -590,11 +598,30 @@ class _Measurement:
             batch_size=self.batch_size,
             batch_bytes=self.batch_bytes,
             largest_saved=self.largest,
+            saved_sizes={d: _size_list(sizes) for d, sizes in self.saved_sizes.items()},
+            gradient_sizes={d: _size_list(sizes) for d, sizes in self.gradient_sizes.items()},
             modules=modules,
             modules_left_out=max(0, len(rows) - MAX_MODULES),
             partial=partial,
             skipped=self.skipped,
         )
+
+
+def _count_size(sizes: Dict[str, Dict[int, int]], device: str, nbytes: int) -> None:
+    counts = sizes.setdefault(device, {})
+    counts[nbytes] = counts.get(nbytes, 0) + 1
+
+
+def _size_list(counts: Dict[int, int]) -> List[List[int]]:
+    """[[bytes, storages], ...], the largest first; past MAX_SIZES sizes, the smallest are
+    folded into one last entry of their mean size (their bytes kept)."""
+    listed = sorted(dict.items(counts), reverse=True)
+    if len(listed) <= MAX_SIZES:
+        return [[size, n] for size, n in listed]
+    rest = listed[MAX_SIZES - 1 :]
+    storages = sum(n for _, n in rest)
+    total = sum(size * n for size, n in rest)
+    return [[size, n] for size, n in listed[: MAX_SIZES - 1]] + [[total // storages, storages]]
 
 
 def _check_version(packed: Tuple[Any, int]) -> Any:

@@ -12,7 +12,7 @@ out-of-memory, and by fit.py's projection.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -62,6 +62,13 @@ class Anatomy:
     peak_t: float | None
     partial: bool  # the iteration did not finish (an error): gradients and state may lack
     t: float  # when it was measured
+    # (storage bytes, storages), largest first: the activations charged and the gradients
+    # read (empty in profiles recorded before they were listed), for fit.py's model of what
+    # malloc keeps.
+    saved_sizes: tuple[tuple[int, int], ...] = ()
+    gradient_sizes: tuple[tuple[int, int], ...] = ()
+    # On CPU, the freed memory glibc's malloc kept around the peak (malloc_kept); else None.
+    malloc_kept_bytes: int | None = None
 
     @property
     def activations_bytes(self) -> int:
@@ -169,10 +176,25 @@ def anatomies(profile: Profile) -> list[Anatomy]:
                 peak_t=None if peak is None else peak[1],
                 partial=bool(event.get("partial")),
                 t=event.t,
+                saved_sizes=_sizes(event.get("saved_sizes"), device),
+                gradient_sizes=_sizes(event.get("gradient_sizes"), device),
             )
         )
+    found = [replace(a, malloc_kept_bytes=malloc_kept(profile, a)) for a in found]
     found.sort(key=lambda a: -a.modules_bytes)
     return found
+
+
+def _sizes(value: object, device: str) -> tuple[tuple[int, int], ...]:
+    """One device's [[bytes, storages], ...] of the event, as pairs (malformed rows skipped)."""
+    rows = value.get(device) if isinstance(value, dict) else None
+    if not isinstance(rows, list):
+        return ()
+    pairs = []
+    for row in rows:
+        if isinstance(row, list) and len(row) == 2 and all(type(v) is int and v > 0 for v in row):
+            pairs.append((row[0], row[1]))
+    return tuple(pairs)
 
 
 def malloc_kept(profile: Profile, anatomy: Anatomy) -> int | None:

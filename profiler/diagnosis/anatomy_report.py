@@ -4,17 +4,23 @@ wording of each part, for the text, the HTML report and the app."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from memsight.profiler.diagnosis.anatomy import (
     Anatomy,
     anatomies,
     main_anatomy,
-    malloc_kept,
     not_measured,
 )
-from memsight.profiler.diagnosis.fit import Fit, ModuleGroup, fit, module_groups
+from memsight.profiler.diagnosis.fit import (
+    MMAP_MAX_BYTES,
+    Fit,
+    ModuleGroup,
+    Projection,
+    fit,
+    module_groups,
+)
 from memsight.profiler.profile.model import Profile
 from memsight.profiler.profile.series import memory_name
 from memsight.profiler.units import format_bytes
@@ -103,7 +109,7 @@ def fit_for(profile: Profile, budget: int) -> Fit | FitUnavailable:
     found = fit(anatomy, budget)
     if found is None:
         return FitUnavailable("nothing to project from")
-    return replace(found, malloc_kept_bytes=malloc_kept(profile, anatomy))
+    return found
 
 
 def composition_text(anatomy: Anatomy) -> str:
@@ -194,6 +200,11 @@ def fit_json(found: Fit | FitUnavailable) -> dict[str, Any]:
         ],
         "with_all_changes": found.combined,
         "malloc_kept_bytes": found.malloc_kept_bytes,
+        "malloc_kept_projected_bytes": (
+            {str(k): round(p.kept_bytes + p.kept_growth(k)) for k in found.sizes}
+            if p.kept_bytes
+            else None
+        ),
         "projection": True,
     }
 
@@ -253,9 +264,7 @@ def format_fit(found: Fit | FitUnavailable) -> str:
         f"  Measured: a batch of {p.batch_size:,} at iteration {anatomy.iteration}, peak "
         f"{format_bytes(p.peak_bytes)}.",
         f"  Per sample: {format_bytes(p.per_sample_bytes)} (the activations saved for "
-        f"backward, the batch, and the backward's working set); fixed: "
-        f"{format_bytes(p.fixed_bytes)} (parameters, gradients, optimizer state, "
-        f"{FIXED_TEXT_RAM if anatomy.device == 'cpu' else FIXED_TEXT}).",
+        f"backward, the batch, and the backward's working set); {_fixed_text(p)}.",
     ]
     if found.largest_batch_size:
         lines.append(f"  Largest batch that fits: {found.largest_batch_size:,}.")
@@ -272,19 +281,53 @@ def format_fit(found: Fit | FitUnavailable) -> str:
         f"{size:,}: {format_bytes(peak)}" for size, peak in found.projected_peaks().items()
     )
     lines.append(f"  Projected peak by batch size: {peaks}.")
-    if found.malloc_kept_bytes:
-        lines.append(
-            f"  Measured beside the peak: malloc kept {format_bytes(found.malloc_kept_bytes)} "
-            "of freed memory in its heaps, which RSS holds though no tensor does. It is "
-            "counted as fixed here; where it grows with the batch (the freed activations' "
-            "room reused unevenly), a larger batch peaks higher than projected."
-        )
-    lines.append(
-        "  Left out: an allocator that fragments more as tensors grow, memory that grows with "
-        "the sequence length (this is for the batch size alone), algorithms that change with "
-        "the size (workspaces)."
-    )
+    lines += _kept_lines(found)
+    left_out = "memory that grows with the sequence length (this is for the batch size alone)"
+    left_out += ", algorithms that change with the size (workspaces)"
+    if p.kept_bytes:
+        left_out += ", and how far malloc's kept memory strays from that scaling (run to run)"
+    else:
+        left_out = "an allocator that fragments more as tensors grow, " + left_out
+    lines.append(f"  Left out: {left_out}.")
     return "\n".join(lines) + "\n"
+
+
+def _fixed_text(p: Projection) -> str:
+    """The fixed part in words: with the memory malloc kept apart where it is projected."""
+    if p.kept_bytes:
+        return (
+            f"fixed: {format_bytes(p.fixed_bytes - p.kept_bytes)} (parameters, gradients, "
+            "optimizer state, the interpreter and its libraries); and what malloc keeps, "
+            "which changes with the batch (below)"
+        )
+    cache = FIXED_TEXT_RAM if p.anatomy.device == "cpu" else FIXED_TEXT
+    return f"fixed: {format_bytes(p.fixed_bytes)} (parameters, gradients, optimizer state, {cache})"
+
+
+def _kept_lines(found: Fit) -> list[str]:
+    """What malloc kept at the measured peak, and how the projection carries it."""
+    kept = found.malloc_kept_bytes
+    if not kept:
+        return []
+    line = (
+        f"  Measured beside the peak: malloc kept {format_bytes(kept)} of freed memory in "
+        "its heaps, which RSS holds though no tensor does."
+    )
+    p = found.projection
+    if not p.kept_bytes:
+        line += (
+            " It is counted as fixed here; where it grows with the batch (the freed "
+            "activations' room reused unevenly), a larger batch peaks higher than projected."
+        )
+        return [line]
+    shown = found.largest_batch_size or max(found.sizes)
+    line += (
+        " Projected to change with what the heaps turn over each iteration: the per-sample "
+        f"tensors under {MMAP_MAX_BYTES >> 20} MiB (glibc maps larger ones on their own "
+        "and returns them when freed) and the gradients; "
+        f"{format_bytes(p.kept_bytes + p.kept_growth(shown))} at a batch of {shown:,}."
+    )
+    return [line]
 
 
 __all__ = [

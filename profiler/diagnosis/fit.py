@@ -10,11 +10,21 @@ batch and a part that does not:
 - fixed: the rest of the peak (parameters, gradients, optimizer state, the interpreter and
   libraries, the allocator's cache and what its fragmentation costs at this batch size).
 
-projected_peak(b) = fixed + per_sample * b. It leaves out what does not scale linearly: an
-allocator that fragments more as tensors grow, attention whose memory grows with the
-sequence (the projection is for the batch size at a fixed sequence length), a framework that
-changes its algorithm with the size (cuDNN workspaces). benchmarks/fit_projection.py checks it
-against real runs.
+projected_peak(b) = fixed + per_sample * b, plus on CPU the growth of what glibc's malloc
+keeps (below). It leaves out attention whose memory grows with the sequence (the projection
+is for the batch size at a fixed sequence length) and a framework that changes its algorithm
+with the size (cuDNN workspaces). benchmarks/fit_projection.py checks it against real runs.
+
+On CPU the peak's RSS also holds freed memory that malloc keeps in its heaps (measured beside
+the peak: anatomy.malloc_kept), and it does not stay fixed as the batch grows: a transformer's
+grew five times for a batch four times as large, a CNN's shrank. glibc serves a request under
+its mmap threshold from its heaps, where freed memory stays, and maps a larger one on its own,
+returned when freed; the threshold rises with the largest block freed, up to MMAP_MAX_BYTES.
+So the kept memory is taken to scale with what the heaps turn over each iteration: the
+per-sample storages (activations, the backward's working set, the batch) that are under
+MMAP_MAX_BYTES at the batch size projected, and the gradients under it (freed and made again
+every iteration by zero_grad's default, set_to_none). A change (below) is taken to leave the
+kept memory as it is without it.
 
 The suggested changes, each measured from the anatomy:
 - checkpointing (torch.utils.checkpoint) of the repeated blocks, or else of the top-level
@@ -24,6 +34,7 @@ The suggested changes, each measured from the anatomy:
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -36,6 +47,9 @@ MAX_PROJECTED_SIZES = 12
 CHECKPOINT_MIN_SHARE = 0.02
 # A change is suggested when it saves at least this share of the activations.
 CHANGE_MIN_SHARE = 0.1
+# glibc's largest mmap threshold on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX, 4 * 1024 * 1024 *
+# sizeof(long)): requests from this size up are always mapped on their own.
+MMAP_MAX_BYTES = 32 * 1024 * 1024
 _INDEXED = re.compile(r"^(.*?\.?\d+)(?:\.|$)")
 
 
@@ -172,22 +186,78 @@ class Projection:
     per_sample_bytes: float
     fixed_bytes: int
     backward_bytes: int  # of the per-sample part at batch_size: the backward's working set
+    # On CPU (else 0 and empty): the freed memory malloc kept at the measured peak, part of
+    # fixed_bytes there; the per-sample storages at batch_size as (bytes, storages); and the
+    # gradients' bytes under MMAP_MAX_BYTES. See the module's docstring.
+    kept_bytes: int = 0
+    heap_sizes: tuple[tuple[int, int], ...] = ()
+    gradient_turnover_bytes: int = 0
 
     def projected_peak(self, batch_size: int, saves_bytes: int = 0) -> int:
         """The peak at `batch_size`, less what a change saves at the measured size (scaled)."""
         per_sample = self.per_sample_bytes - saves_bytes / self.batch_size
-        return round(self.fixed_bytes + per_sample * batch_size)
+        return round(self.fixed_bytes + per_sample * batch_size + self.kept_growth(batch_size))
+
+    def heap_turnover(self, batch_size: int) -> float:
+        """What malloc's heaps turn over per iteration at `batch_size`: the per-sample storages
+        still under MMAP_MAX_BYTES at that size, and the gradients."""
+        scale = batch_size / self.batch_size
+        turnover = sum(
+            size * n * scale for size, n in self.heap_sizes if size * scale < MMAP_MAX_BYTES
+        )
+        return turnover + self.gradient_turnover_bytes
+
+    def kept_growth(self, batch_size: int) -> float:
+        """How much more (or less) malloc keeps at `batch_size` than at the measured size."""
+        measured = self.heap_turnover(self.batch_size)
+        if not self.kept_bytes or measured <= 0:
+            return 0.0
+        return self.kept_bytes * (self.heap_turnover(batch_size) / measured - 1)
 
     def largest_batch_size(self, budget: int, saves_bytes: int = 0) -> int:
         """The largest batch whose projected peak is within `budget` (0: not even one)."""
         per_sample = self.per_sample_bytes - saves_bytes / self.batch_size
-        room = budget - self.fixed_bytes
-        if room < per_sample or per_sample <= 0:
-            return 0 if room < per_sample else self.batch_size
-        size = int(room // per_sample)
+        if per_sample <= 0:
+            return self.batch_size if self.projected_peak(1, saves_bytes) <= budget else 0
+        size = max(
+            (self._largest_in(part, per_sample, budget) for part in self._parts()), default=0
+        )
         while size > 0 and self.projected_peak(size, saves_bytes) > budget:
-            size -= 1
+            size -= 1  # rounding
         return size
+
+    def _parts(self) -> list[tuple[int, float, float]]:
+        """The batch sizes as ranges over which the same storages stay in the heaps, each as
+        (first size, last size or inf, heap turnover per sample in it)."""
+        edges = sorted(
+            {math.ceil(MMAP_MAX_BYTES * self.batch_size / size) for size, _ in self.heap_sizes}
+        )
+        starts = [1, *(e for e in edges if e > 1)]
+        parts = []
+        for i, first in enumerate(starts):
+            last = starts[i + 1] - 1 if i + 1 < len(starts) else math.inf
+            scale = first / self.batch_size
+            per_sample = sum(
+                size * n / self.batch_size
+                for size, n in self.heap_sizes
+                if size * scale < MMAP_MAX_BYTES
+            )
+            parts.append((first, last, per_sample))
+        return parts
+
+    def _largest_in(self, part: tuple[int, float, float], per_sample: float, budget: int) -> int:
+        """The largest size in `part` whose projected peak is within `budget`, else 0: there
+        the peak is linear in the size."""
+        first, last, heap_per_sample = part
+        measured = self.heap_turnover(self.batch_size)
+        base, slope = float(self.fixed_bytes), per_sample
+        if self.kept_bytes and measured > 0:
+            base += self.kept_bytes * (self.gradient_turnover_bytes / measured - 1)
+            slope += self.kept_bytes * heap_per_sample / measured
+        size = math.floor((budget - base) / slope)
+        if size < first:
+            return 0
+        return int(min(size, last))
 
 
 def projection(anatomy: Anatomy) -> Projection | None:
@@ -199,6 +269,14 @@ def projection(anatomy: Anatomy) -> Projection | None:
     backward = 2 * anatomy.largest_saved_bytes
     per_batch = anatomy.activations_bytes + anatomy.batch_bytes + backward
     per_batch = min(per_batch, peak)
+    kept = anatomy.malloc_kept_bytes or 0
+    heap: tuple[tuple[int, int], ...] = ()
+    gradients = 0
+    if kept and anatomy.saved_sizes:
+        heap = (*anatomy.saved_sizes, (anatomy.largest_saved_bytes, 2))
+        if anatomy.batch_bytes:
+            heap += ((anatomy.batch_bytes, 1),)
+        gradients = sum(s * n for s, n in anatomy.gradient_sizes if s < MMAP_MAX_BYTES)
     return Projection(
         anatomy=anatomy,
         batch_size=size,
@@ -206,6 +284,9 @@ def projection(anatomy: Anatomy) -> Projection | None:
         per_sample_bytes=per_batch / size,
         fixed_bytes=peak - per_batch,
         backward_bytes=backward,
+        kept_bytes=kept if heap else 0,
+        heap_sizes=heap,
+        gradient_turnover_bytes=gradients,
     )
 
 
@@ -219,8 +300,8 @@ class Fit:
     changes: tuple[tuple[Change, int], ...]  # (change, largest batch size with it)
     combined: int | None  # the largest batch with every change, when there are several
     sizes: tuple[int, ...]  # the batch sizes projected
-    # On CPU: freed memory malloc kept around the measured peak (anatomy.malloc_kept), part
-    # of the fixed part here though some of it may grow with the batch; None elsewhere.
+    # On CPU: freed memory malloc kept around the measured peak (anatomy.malloc_kept); the
+    # projection scales it when the anatomy lists its storages' sizes. None elsewhere.
     malloc_kept_bytes: int | None = None
 
     def projected_peaks(self) -> dict[int, int]:
@@ -247,6 +328,7 @@ def fit(anatomy: Anatomy, budget: int) -> Fit | None:
         changes=with_changes,
         combined=combined,
         sizes=_sizes(found.batch_size, largest),
+        malloc_kept_bytes=anatomy.malloc_kept_bytes,
     )
 
 

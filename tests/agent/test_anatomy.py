@@ -12,6 +12,7 @@ import torch
 import torch.nn.modules.module as module_mod
 from torch import nn
 
+from memsight.profiler.agent import anatomy as anatomy_mod
 from memsight.profiler.agent.anatomy import OUTSIDE_MODULES
 from memsight.profiler.agent.instrument import Instrumentation
 from tests.agent.collecting_agent import CollectingAgent
@@ -89,6 +90,19 @@ def test_each_module_is_charged_what_its_forward_saved_and_what_it_owns(hooked: 
     assert modules["1"]["input_bytes"] == BATCH * HIDDEN * FLOAT
     assert {m["device"] for m in event["modules"]} == {"cpu"}
     assert event["largest_saved"] == {"cpu": BATCH * HIDDEN * FLOAT}
+    # Each storage's size, for the fit's model of what malloc keeps: largest first.
+    assert event["saved_sizes"] == {"cpu": [[BATCH * HIDDEN * FLOAT, 1], [BATCH * OUT * FLOAT, 1]]}
+    weights = [WIDTH * HIDDEN * FLOAT, HIDDEN * OUT * FLOAT, HIDDEN * FLOAT, OUT * FLOAT]
+    assert event["gradient_sizes"] == {"cpu": [[size, 1] for size in weights]}
+
+
+def test_past_the_listed_sizes_the_smallest_are_folded_into_one_of_their_mean_size(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(anatomy_mod, "MAX_SIZES", 3)
+    counts = {4096: 1, 2048: 2, 100: 1, 50: 2, 30: 1}
+    assert anatomy_mod._size_list(counts) == [[4096, 1], [2048, 2], [(100 + 100 + 30) // 4, 4]]
+    assert anatomy_mod._size_list({8: 3}) == [[8, 3]]
 
 
 class CallsItsBlockThrice(nn.Module):

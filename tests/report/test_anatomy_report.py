@@ -108,6 +108,14 @@ def test_fit_gives_the_largest_batch_within_the_budget(recorded: Path) -> None:
         assert fit["malloc_kept_bytes"] is None
     else:
         assert fit["malloc_kept_bytes"] in heap["free"].tolist()
+        # Carried into the projection as it scales with what the heaps turn over: as
+        # measured at the measured batch size, and the difference in each projected peak.
+        kept = {int(k): v for k, v in fit["malloc_kept_projected_bytes"].items()}
+        assert kept.keys() == projected.keys()
+        assert kept[BATCH] == fit["malloc_kept_bytes"]
+        for size in projected:
+            linear = fit["fixed_bytes"] + fit["per_sample_bytes"] * size
+            assert abs(projected[size] - (linear + kept[size] - kept[BATCH])) <= size  # rounding
 
 
 def test_the_text_report_draws_the_peak_and_says_the_fit_is_a_projection(recorded: Path) -> None:
@@ -124,6 +132,10 @@ def test_the_text_report_draws_the_peak_and_says_the_fit_is_a_projection(recorde
     kept_bytes = kept["fit"]["malloc_kept_bytes"]
     if kept_bytes:
         assert f"malloc kept {format_bytes(kept_bytes)} of freed memory" in text
+        largest = kept["fit"]["largest_batch_size"]
+        at_largest = kept["fit"]["malloc_kept_projected_bytes"][str(largest)]
+        assert "Projected to change with what the heaps turn over each iteration" in text
+        assert f"; {format_bytes(at_largest)} at a batch of {largest:,}." in text
 
 
 @pytest.mark.parametrize("size", ["banana", "0", "-3GiB", "12 parsecs"])
