@@ -9,11 +9,12 @@ run's first iteration, exactly what `report --json --fit` prints. The table also
 measured part that grows with the batch (activations, batch, backward's working set) against
 what the peak really grew by, and the error of a projection from the activations alone.
 
-On the CPU the peak's RSS also holds the freed memory glibc's malloc keeps, which changes with
-the batch; the projection scales it by what malloc's heaps turn over each iteration (fit.py).
+On the CPU the peak's RSS also holds freed memory glibc's malloc keeps beyond the room of the
+iteration's own tensors (its slack), which changes with the batch; the projection scales it by
+what malloc's heaps turn over each iteration (fit.py).
 The column "malloc in use grew" (the agent's sampled mallinfo2 live bytes, 50 ms apart) shows
 what the tensors themselves grew by, without that kept memory; "kept fixed" is the error of the
-same projection with the kept memory left in the fixed part, as it was projected before.
+same projection with the slack left in the fixed part, as it was projected before.
 """
 
 from __future__ import annotations

@@ -200,7 +200,8 @@ def fit_json(found: Fit | FitUnavailable) -> dict[str, Any]:
         ],
         "with_all_changes": found.combined,
         "malloc_kept_bytes": found.malloc_kept_bytes,
-        "malloc_kept_projected_bytes": (
+        "malloc_slack_bytes": p.kept_bytes if p.kept_bytes else None,
+        "malloc_slack_projected_bytes": (
             {str(k): round(p.kept_bytes + p.kept_growth(k)) for k in found.sizes}
             if p.kept_bytes
             else None
@@ -285,7 +286,7 @@ def format_fit(found: Fit | FitUnavailable) -> str:
     left_out = "memory that grows with the sequence length (this is for the batch size alone)"
     left_out += ", algorithms that change with the size (workspaces)"
     if p.kept_bytes:
-        left_out += ", and how far malloc's kept memory strays from that scaling (run to run)"
+        left_out += ", and how far malloc's slack strays from that scaling (run to run)"
     else:
         left_out = "an allocator that fragments more as tensors grow, " + left_out
     lines.append(f"  Left out: {left_out}.")
@@ -297,8 +298,8 @@ def _fixed_text(p: Projection) -> str:
     if p.kept_bytes:
         return (
             f"fixed: {format_bytes(p.fixed_bytes - p.kept_bytes)} (parameters, gradients, "
-            "optimizer state, the interpreter and its libraries); and what malloc keeps, "
-            "which changes with the batch (below)"
+            "optimizer state, the interpreter and its libraries); and malloc's slack, which "
+            "changes with the batch (below)"
         )
     cache = FIXED_TEXT_RAM if p.anatomy.device == "cpu" else FIXED_TEXT
     return f"fixed: {format_bytes(p.fixed_bytes)} (parameters, gradients, optimizer state, {cache})"
@@ -311,7 +312,7 @@ def _kept_lines(found: Fit) -> list[str]:
         return []
     line = (
         f"  Measured beside the peak: malloc kept {format_bytes(kept)} of freed memory in "
-        "its heaps, which RSS holds though no tensor does."
+        "its heaps at most, which RSS holds though no tensor does."
     )
     p = found.projection
     if not p.kept_bytes:
@@ -322,9 +323,11 @@ def _kept_lines(found: Fit) -> list[str]:
         return [line]
     shown = found.largest_batch_size or max(found.sizes)
     line += (
-        " Projected to change with what the heaps turn over each iteration: the per-sample "
-        f"tensors under {MMAP_MAX_BYTES >> 20} MiB (glibc maps larger ones on their own "
-        "and returns them when freed) and the gradients; "
+        f" Its slack, {format_bytes(p.kept_bytes)} beyond the room of the iteration's own "
+        "per-sample tensors (free between iterations, theirs again at the peak), is projected "
+        "to change with what the heaps turn over each iteration: the per-sample tensors "
+        f"under {MMAP_MAX_BYTES >> 20} MiB (glibc maps larger ones on their own and returns "
+        "them when freed) and the gradients; "
         f"{format_bytes(p.kept_bytes + p.kept_growth(shown))} at a batch of {shown:,}."
     )
     return [line]

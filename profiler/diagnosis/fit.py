@@ -15,16 +15,19 @@ keeps (below). It leaves out attention whose memory grows with the sequence (the
 is for the batch size at a fixed sequence length) and a framework that changes its algorithm
 with the size (cuDNN workspaces). benchmarks/fit_projection.py checks it against real runs.
 
-On CPU the peak's RSS also holds freed memory that malloc keeps in its heaps (measured beside
-the peak: anatomy.malloc_kept), and it does not stay fixed as the batch grows: a transformer's
-grew five times for a batch four times as large, a CNN's shrank. glibc serves a request under
-its mmap threshold from its heaps, where freed memory stays, and maps a larger one on its own,
-returned when freed; the threshold rises with the largest block freed, up to MMAP_MAX_BYTES.
-So the kept memory is taken to scale with what the heaps turn over each iteration: the
-per-sample storages (activations, the backward's working set, the batch) that are under
+On CPU the peak's RSS also holds freed memory that malloc keeps in its heaps, and it does not
+stay fixed as the batch grows: a transformer's grew five times for a batch four times as
+large, a CNN's shrank. The most the heaps held free around the measured iteration
+(anatomy.malloc_kept) is read between iterations, when the iteration's own per-sample storages
+are free too; at the peak that room holds them again, and the per-sample part counts it. What
+malloc keeps beyond it (the slack) is what the peak holds though no tensor does. glibc serves a
+request under its mmap threshold from its heaps, where freed memory stays, and maps a larger
+one on its own, returned when freed; the threshold rises with the largest block freed, up to
+MMAP_MAX_BYTES. So the slack is taken to scale with what the heaps turn over each iteration:
+the per-sample storages (activations, the backward's working set, the batch) that are under
 MMAP_MAX_BYTES at the batch size projected, and the gradients under it (freed and made again
 every iteration by zero_grad's default, set_to_none). A change (below) is taken to leave the
-kept memory as it is without it.
+slack as it is without it.
 
 The suggested changes, each measured from the anatomy:
 - checkpointing (torch.utils.checkpoint) of the repeated blocks, or else of the top-level
@@ -186,8 +189,8 @@ class Projection:
     per_sample_bytes: float
     fixed_bytes: int
     backward_bytes: int  # of the per-sample part at batch_size: the backward's working set
-    # On CPU (else 0 and empty): the freed memory malloc kept at the measured peak, part of
-    # fixed_bytes there; the per-sample storages at batch_size as (bytes, storages); and the
+    # On CPU (else 0 and empty): the slack, what malloc kept beyond the room of the
+    # measured iteration's per-sample storages, part of fixed_bytes there; the per-sample storages at batch_size as (bytes, storages); and the
     # gradients' bytes under MMAP_MAX_BYTES. See the module's docstring.
     kept_bytes: int = 0
     heap_sizes: tuple[tuple[int, int], ...] = ()
@@ -208,7 +211,8 @@ class Projection:
         return turnover + self.gradient_turnover_bytes
 
     def kept_growth(self, batch_size: int) -> float:
-        """How much more (or less) malloc keeps at `batch_size` than at the measured size."""
+        """How much more (or less) slack malloc keeps at `batch_size` than at the measured
+        size."""
         measured = self.heap_turnover(self.batch_size)
         if not self.kept_bytes or measured <= 0:
             return 0.0
@@ -269,7 +273,9 @@ def projection(anatomy: Anatomy) -> Projection | None:
     backward = 2 * anatomy.largest_saved_bytes
     per_batch = anatomy.activations_bytes + anatomy.batch_bytes + backward
     per_batch = min(per_batch, peak)
-    kept = anatomy.malloc_kept_bytes or 0
+    # The slack: the most the heaps held free, less the room of the iteration's own
+    # per-sample storages (free when it was read, theirs again at the peak).
+    kept = max(0, (anatomy.malloc_kept_bytes or 0) - round(per_batch))
     heap: tuple[tuple[int, int], ...] = ()
     gradients = 0
     if kept and anatomy.saved_sizes:
