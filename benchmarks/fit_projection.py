@@ -139,7 +139,7 @@ def main() -> int:
                 error = projected / large["peak"] - 1
                 errors.append(error)
                 naive_errors.append(naive / large["peak"] - 1)
-                fixed = dataclasses.replace(found, kept_bytes=0).projected_peak(4 * batch)
+                fixed = dataclasses.replace(found, slack_bytes=0).projected_peak(4 * batch)
                 fixed_errors.append(fixed / large["peak"] - 1)
                 raw.append(
                     {

@@ -200,10 +200,10 @@ def fit_json(found: Fit | FitUnavailable) -> dict[str, Any]:
         ],
         "with_all_changes": found.combined,
         "malloc_kept_bytes": found.malloc_kept_bytes,
-        "malloc_slack_bytes": p.kept_bytes if p.kept_bytes else None,
+        "malloc_slack_bytes": p.slack_bytes if p.slack_bytes else None,
         "malloc_slack_projected_bytes": (
-            {str(k): round(p.kept_bytes + p.kept_growth(k)) for k in found.sizes}
-            if p.kept_bytes
+            {str(k): round(p.slack_bytes + p.slack_growth(k)) for k in found.sizes}
+            if p.slack_bytes
             else None
         ),
         "projection": True,
@@ -285,7 +285,7 @@ def format_fit(found: Fit | FitUnavailable) -> str:
     lines += _kept_lines(found)
     left_out = "memory that grows with the sequence length (this is for the batch size alone)"
     left_out += ", algorithms that change with the size (workspaces)"
-    if p.kept_bytes:
+    if p.slack_bytes:
         left_out += ", and how far malloc's slack strays from that scaling (run to run)"
     else:
         left_out = "an allocator that fragments more as tensors grow, " + left_out
@@ -295,9 +295,9 @@ def format_fit(found: Fit | FitUnavailable) -> str:
 
 def _fixed_text(p: Projection) -> str:
     """The fixed part in words: with the memory malloc kept apart where it is projected."""
-    if p.kept_bytes:
+    if p.slack_bytes:
         return (
-            f"fixed: {format_bytes(p.fixed_bytes - p.kept_bytes)} (parameters, gradients, "
+            f"fixed: {format_bytes(p.fixed_bytes - p.slack_bytes)} (parameters, gradients, "
             "optimizer state, the interpreter and its libraries); and malloc's slack, which "
             "changes with the batch (below)"
         )
@@ -315,7 +315,7 @@ def _kept_lines(found: Fit) -> list[str]:
         "its heaps at most, which RSS holds though no tensor does."
     )
     p = found.projection
-    if not p.kept_bytes:
+    if not p.slack_bytes:
         line += (
             " It is counted as fixed here; where it grows with the batch (the freed "
             "activations' room reused unevenly), a larger batch peaks higher than projected."
@@ -323,12 +323,12 @@ def _kept_lines(found: Fit) -> list[str]:
         return [line]
     shown = found.largest_batch_size or max(found.sizes)
     line += (
-        f" Its slack, {format_bytes(p.kept_bytes)} beyond the room of the iteration's own "
+        f" Its slack, {format_bytes(p.slack_bytes)} beyond the room of the iteration's own "
         "per-sample tensors (free between iterations, theirs again at the peak), is projected "
         "to change with what the heaps turn over each iteration: the per-sample tensors "
         f"under {MMAP_MAX_BYTES >> 20} MiB (glibc maps larger ones on their own and returns "
         "them when freed) and the gradients; "
-        f"{format_bytes(p.kept_bytes + p.kept_growth(shown))} at a batch of {shown:,}."
+        f"{format_bytes(p.slack_bytes + p.slack_growth(shown))} at a batch of {shown:,}."
     )
     return [line]
 

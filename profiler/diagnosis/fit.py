@@ -189,17 +189,18 @@ class Projection:
     per_sample_bytes: float
     fixed_bytes: int
     backward_bytes: int  # of the per-sample part at batch_size: the backward's working set
-    # On CPU (else 0 and empty): the slack, what malloc kept beyond the room of the
-    # measured iteration's per-sample storages, part of fixed_bytes there; the per-sample storages at batch_size as (bytes, storages); and the
-    # gradients' bytes under MMAP_MAX_BYTES. See the module's docstring.
-    kept_bytes: int = 0
+    # On CPU (else 0 and empty): the slack (what malloc kept beyond the room of the measured
+    # iteration's per-sample storages, part of fixed_bytes there), those storages at
+    # batch_size as (bytes, storages), and the gradients' bytes under MMAP_MAX_BYTES. See the
+    # module's docstring.
+    slack_bytes: int = 0
     heap_sizes: tuple[tuple[int, int], ...] = ()
     gradient_turnover_bytes: int = 0
 
     def projected_peak(self, batch_size: int, saves_bytes: int = 0) -> int:
         """The peak at `batch_size`, less what a change saves at the measured size (scaled)."""
         per_sample = self.per_sample_bytes - saves_bytes / self.batch_size
-        return round(self.fixed_bytes + per_sample * batch_size + self.kept_growth(batch_size))
+        return round(self.fixed_bytes + per_sample * batch_size + self.slack_growth(batch_size))
 
     def heap_turnover(self, batch_size: int) -> float:
         """What malloc's heaps turn over per iteration at `batch_size`: the per-sample storages
@@ -210,13 +211,13 @@ class Projection:
         )
         return turnover + self.gradient_turnover_bytes
 
-    def kept_growth(self, batch_size: int) -> float:
+    def slack_growth(self, batch_size: int) -> float:
         """How much more (or less) slack malloc keeps at `batch_size` than at the measured
         size."""
         measured = self.heap_turnover(self.batch_size)
-        if not self.kept_bytes or measured <= 0:
+        if not self.slack_bytes or measured <= 0:
             return 0.0
-        return self.kept_bytes * (self.heap_turnover(batch_size) / measured - 1)
+        return self.slack_bytes * (self.heap_turnover(batch_size) / measured - 1)
 
     def largest_batch_size(self, budget: int, saves_bytes: int = 0) -> int:
         """The largest batch whose projected peak is within `budget` (0: not even one)."""
@@ -255,9 +256,9 @@ class Projection:
         first, last, heap_per_sample = part
         measured = self.heap_turnover(self.batch_size)
         base, slope = float(self.fixed_bytes), per_sample
-        if self.kept_bytes and measured > 0:
-            base += self.kept_bytes * (self.gradient_turnover_bytes / measured - 1)
-            slope += self.kept_bytes * heap_per_sample / measured
+        if self.slack_bytes and measured > 0:
+            base += self.slack_bytes * (self.gradient_turnover_bytes / measured - 1)
+            slope += self.slack_bytes * heap_per_sample / measured
         size = math.floor((budget - base) / slope)
         if size < first:
             return 0
@@ -275,10 +276,10 @@ def projection(anatomy: Anatomy) -> Projection | None:
     per_batch = min(per_batch, peak)
     # The slack: the most the heaps held free, less the room of the iteration's own
     # per-sample storages (free when it was read, theirs again at the peak).
-    kept = max(0, (anatomy.malloc_kept_bytes or 0) - round(per_batch))
+    slack = max(0, (anatomy.malloc_kept_bytes or 0) - round(per_batch))
     heap: tuple[tuple[int, int], ...] = ()
     gradients = 0
-    if kept and anatomy.saved_sizes:
+    if slack and anatomy.saved_sizes:
         heap = (*anatomy.saved_sizes, (anatomy.largest_saved_bytes, 2))
         if anatomy.batch_bytes:
             heap += ((anatomy.batch_bytes, 1),)
@@ -290,7 +291,7 @@ def projection(anatomy: Anatomy) -> Projection | None:
         per_sample_bytes=per_batch / size,
         fixed_bytes=peak - per_batch,
         backward_bytes=backward,
-        kept_bytes=kept if heap else 0,
+        slack_bytes=slack if heap else 0,
         heap_sizes=heap,
         gradient_turnover_bytes=gradients,
     )

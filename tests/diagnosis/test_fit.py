@@ -236,11 +236,11 @@ def test_on_cpu_the_slack_malloc_kept_grows_with_what_its_heaps_turn_over() -> N
     found = projection(anatomy)
     assert found is not None
     linear = projection(replace(anatomy, malloc_kept_bytes=None))
-    assert linear is not None and linear.kept_bytes == 0
+    assert linear is not None and linear.slack_bytes == 0
     # Of the 100 MiB malloc kept, the room of the iteration's own per-sample storages is
     # theirs at the peak (68 MiB of activations, the batch, twice the largest): the rest is
     # the slack that changes with the batch.
-    assert found.kept_bytes == (100 - 68 - 1 - 8) * MiB
+    assert found.slack_bytes == (100 - 68 - 1 - 8) * MiB
     # At the measured batch of 8 the heaps turn over the activations' storages, the
     # backward's two of the largest (4 MiB), the batch (1 MiB) and the 8 MiB gradient.
     measured = (16 + 16 + 8 + 1 + 8) * MiB
@@ -249,7 +249,7 @@ def test_on_cpu_the_slack_malloc_kept_grows_with_what_its_heaps_turn_over() -> N
     # Twice the batch: every per-sample storage twice as large, all still in the heaps.
     doubled = 2 * (16 + 16 + 8 + 1) * MiB + 8 * MiB
     assert found.heap_turnover(16) == doubled
-    grown = found.kept_bytes * (doubled / measured - 1)
+    grown = found.slack_bytes * (doubled / measured - 1)
     assert found.projected_peak(16) == round(linear.projected_peak(16) + grown)
 
 
@@ -264,9 +264,9 @@ def test_storages_that_reach_mallocs_largest_mmap_threshold_leave_its_heaps() ->
         replace(kept_anatomy(300 * MiB), saved_sizes=((16 * MiB, 4),),
                 largest_saved_bytes=16 * MiB, batch_bytes=0, gradient_sizes=())
     )  # fmt: skip
-    assert large is not None and large.kept_bytes == (300 - 68 - 32) * MiB
-    assert large.kept_growth(8) == 0
-    assert large.kept_growth(16) == -large.kept_bytes  # every storage 32 MiB: none turns over
+    assert large is not None and large.slack_bytes == (300 - 68 - 32) * MiB
+    assert large.slack_growth(8) == 0
+    assert large.slack_growth(16) == -large.slack_bytes  # every storage 32 MiB: none turns over
 
 
 @pytest.mark.parametrize("kept", [0, 100 * MiB, 600 * MiB])
@@ -303,10 +303,10 @@ def test_the_storage_sizes_and_what_malloc_kept_are_read_with_the_cpu_anatomy() 
     assert anatomy.malloc_kept_bytes == 170 * MiB
     found = projection(anatomy)
     # Its slack: beyond the activations (100 MiB), the batch and twice the largest (8 MiB).
-    assert found is not None and found.kept_bytes == (170 - 100 - 1 - 16) * MiB
+    assert found is not None and found.slack_bytes == (170 - 100 - 1 - 16) * MiB
     assert found.gradient_turnover_bytes == 0  # a 50 MiB gradient is mapped on its own
     # Without the sizes (a profile recorded before they were listed) the kept memory stays
     # in the fixed part, as it was projected then.
     del event.data["saved_sizes"]
     [older] = anatomies(p)
-    assert older.saved_sizes == () and projection(older).kept_bytes == 0  # type: ignore[union-attr]
+    assert older.saved_sizes == () and projection(older).slack_bytes == 0  # type: ignore[union-attr]
