@@ -36,7 +36,7 @@ HELDOUT = {"lstm": 8, "resnet": 16, "gpt2": 4}
 
 
 def record(model: str, batch: int, steps: int, out: Path, device: str) -> dict[str, Any]:
-    from memsight.profiler.diagnosis.anatomy import main_anatomy, malloc_kept
+    from memsight.profiler.diagnosis.anatomy import main_anatomy
     from memsight.profiler.diagnosis.fit import projection
     from memsight.profiler.profile.storage import load_profile
 
@@ -66,7 +66,7 @@ def record(model: str, batch: int, steps: int, out: Path, device: str) -> dict[s
     return {
         "peak": peak,
         "in_use": in_use,
-        "kept": malloc_kept(profile, anatomy) if device == "cpu" else None,
+        "kept": found.anatomy.malloc_kept_bytes,
         "projection": found,
         "anatomy": anatomy,
     }

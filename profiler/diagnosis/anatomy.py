@@ -176,8 +176,8 @@ def anatomies(profile: Profile) -> list[Anatomy]:
                 peak_t=None if peak is None else peak[1],
                 partial=bool(event.get("partial")),
                 t=event.t,
-                saved_sizes=_sizes(event.get("saved_sizes"), device),
-                gradient_sizes=_sizes(event.get("gradient_sizes"), device),
+                saved_sizes=_storage_sizes(event.get("saved_sizes"), device),
+                gradient_sizes=_storage_sizes(event.get("gradient_sizes"), device),
             )
         )
     found = [replace(a, malloc_kept_bytes=malloc_kept(profile, a)) for a in found]
@@ -185,7 +185,7 @@ def anatomies(profile: Profile) -> list[Anatomy]:
     return found
 
 
-def _sizes(value: object, device: str) -> tuple[tuple[int, int], ...]:
+def _storage_sizes(value: object, device: str) -> tuple[tuple[int, int], ...]:
     """One device's [[bytes, storages], ...] of the event, as pairs (malformed rows skipped)."""
     rows = value.get(device) if isinstance(value, dict) else None
     if not isinstance(rows, list):

@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 from memsight.profiler.diagnosis.anatomy import Anatomy, ModuleBytes
 from memsight.profiler.units import format_bytes
@@ -211,10 +212,14 @@ class Projection:
         )
         return turnover + self.gradient_turnover_bytes
 
+    @cached_property
+    def _measured_turnover(self) -> float:
+        return self.heap_turnover(self.batch_size)
+
     def slack_growth(self, batch_size: int) -> float:
         """How much more (or less) slack malloc keeps at `batch_size` than at the measured
         size."""
-        measured = self.heap_turnover(self.batch_size)
+        measured = self._measured_turnover
         if not self.slack_bytes or measured <= 0:
             return 0.0
         return self.slack_bytes * (self.heap_turnover(batch_size) / measured - 1)
@@ -241,12 +246,8 @@ class Projection:
         parts = []
         for i, first in enumerate(starts):
             last = starts[i + 1] - 1 if i + 1 < len(starts) else math.inf
-            scale = first / self.batch_size
-            per_sample = sum(
-                size * n / self.batch_size
-                for size, n in self.heap_sizes
-                if size * scale < MMAP_MAX_BYTES
-            )
+            # Within the range the storages' turnover is proportional to the size.
+            per_sample = (self.heap_turnover(first) - self.gradient_turnover_bytes) / first
             parts.append((first, last, per_sample))
         return parts
 
@@ -254,7 +255,7 @@ class Projection:
         """The largest size in `part` whose projected peak is within `budget`, else 0: there
         the peak is linear in the size."""
         first, last, heap_per_sample = part
-        measured = self.heap_turnover(self.batch_size)
+        measured = self._measured_turnover
         base, slope = float(self.fixed_bytes), per_sample
         if self.slack_bytes and measured > 0:
             base += self.slack_bytes * (self.gradient_turnover_bytes / measured - 1)
@@ -307,9 +308,12 @@ class Fit:
     changes: tuple[tuple[Change, int], ...]  # (change, largest batch size with it)
     combined: int | None  # the largest batch with every change, when there are several
     sizes: tuple[int, ...]  # the batch sizes projected
-    # On CPU: freed memory malloc kept around the measured peak (anatomy.malloc_kept); the
-    # projection scales it when the anatomy lists its storages' sizes. None elsewhere.
-    malloc_kept_bytes: int | None = None
+
+    @property
+    def malloc_kept_bytes(self) -> int | None:
+        """On CPU: freed memory malloc kept around the measured peak (anatomy.malloc_kept),
+        whose slack the projection scales; None elsewhere."""
+        return self.projection.anatomy.malloc_kept_bytes
 
     def projected_peaks(self) -> dict[int, int]:
         return {size: self.projection.projected_peak(size) for size in self.sizes}
@@ -335,7 +339,6 @@ def fit(anatomy: Anatomy, budget: int) -> Fit | None:
         changes=with_changes,
         combined=combined,
         sizes=_sizes(found.batch_size, largest),
-        malloc_kept_bytes=anatomy.malloc_kept_bytes,
     )
 
 
